@@ -1,0 +1,46 @@
+# `make demo` and `make test` set everything up on a fresh machine (Python 3.11+).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+PACKAGES := todoflow dsl grammars
+TYPECHECK := build/typecheck
+
+.PHONY: setup demo test lint typecheck pytest bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/todoflow check examples/*.todoflow
+	$(BIN)/todoflow fmt --check examples/*.todoflow
+	@echo "--- a broken workflow, to show the diagnostics:"
+	-$(BIN)/todoflow check tests/fixtures/invalid/unclosed-and-misspelt.todoflow
+
+test: setup lint typecheck pytest
+
+lint: setup
+	$(BIN)/ruff check $(PACKAGES) tests bench
+	$(BIN)/ruff format --check $(PACKAGES) tests bench
+
+# The packages live in top-level folders mapped into `todoflow.*` by setuptools;
+# mypy reads them through a tree of links laid out as the installed package.
+typecheck: setup
+	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)/todoflow
+	for f in todoflow/*; do ln -s "$$PWD/$$f" $(TYPECHECK)/todoflow/; done
+	ln -s "$$PWD/dsl" $(TYPECHECK)/todoflow/dsl
+	ln -s "$$PWD/grammars" $(TYPECHECK)/todoflow/grammars
+	cd $(TYPECHECK) && "$$OLDPWD/$(BIN)/mypy" --config-file "$$OLDPWD/pyproject.toml" -p todoflow
+
+pytest: setup
+	$(BIN)/pytest
+
+bench: setup
+	$(BIN)/python bench/parse.py
+
+clean:
+	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,142 @@
+"""Errors as values: every stage returns diagnostics instead of raising.
+
+A diagnostic knows its code, severity, message, span, help and notes, and renders
+itself as a caret excerpt for people or as a plain dict for tools (`--format json`).
+`TodoflowError` is the one exception the public API raises; it carries them all.
+Imports nothing but `dsl.spans`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from .spans import Span
+
+Severity: TypeAlias = Literal["error", "warning", "note"]
+JsonDict: TypeAlias = dict[str, object]
+
+_TAB = "    "
+_MAX_EXCERPT_LINES = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A secondary remark, pointing at another place when it has a span."""
+
+    message: str
+    span: Span | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    code: str
+    severity: Severity
+    message: str
+    span: Span
+    help: str | None = None
+    notes: tuple[Note, ...] = ()
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == "error"
+
+    def render(self, source: str | None = None) -> str:
+        """`file:line:col: severity[CODE]: message`, the excerpt, then help and notes."""
+        lines = [f"{self.span}: {self.severity}[{self.code}]: {self.message}"]
+        if source is not None:
+            lines += excerpt(source, self.span)
+        if self.help:
+            lines.append(f"   = help: {self.help}")
+        for note in self.notes:
+            where = f" ({note.span})" if note.span else ""
+            lines.append(f"   = note: {note.message}{where}")
+            if note.span is not None and source is not None and note.span.path == self.span.path:
+                lines += excerpt(source, note.span)
+        return "\n".join(lines)
+
+    def to_json(self) -> JsonDict:
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "message": self.message,
+            "help": self.help,
+            "path": self.span.path,
+            "line": self.span.line,
+            "column": self.span.column,
+            "end_line": self.span.end_line,
+            "end_column": self.span.end_column,
+            "notes": [_note_json(n) for n in self.notes],
+        }
+
+
+def _note_json(note: Note) -> JsonDict:
+    if note.span is None:
+        return {"message": note.message}
+    return {
+        "message": note.message,
+        "path": note.span.path,
+        "line": note.span.line,
+        "column": note.span.column,
+    }
+
+
+def excerpt(source: str, span: Span) -> list[str]:
+    """The lines a span covers, each with carets under the covered part."""
+    source_lines = source.split("\n")
+    last = min(span.end_line, len(source_lines))
+    numbers = list(range(span.line, last + 1))
+    if len(numbers) > _MAX_EXCERPT_LINES:
+        numbers = [*numbers[:2], -1, *numbers[-1:]]
+    width = len(str(last))
+    gutter = " " * width + " |"
+    out = [gutter]
+    for number in numbers:
+        if number == -1:
+            out.append(" " * width + " ...")
+            continue
+        raw = source_lines[number - 1].rstrip("\r") if number <= len(source_lines) else ""
+        start = span.column if number == span.line else _first_non_blank(raw)
+        end = span.end_column if number == span.end_line else len(raw) + 1
+        shown, caret_start, caret_end = _expand_tabs(raw, start, end)
+        out.append(f"{number:>{width}} | {shown}".rstrip())
+        out.append(f"{gutter} {' ' * caret_start}{'^' * max(1, caret_end - caret_start)}")
+    return out
+
+
+def _first_non_blank(line: str) -> int:
+    return len(line) - len(line.lstrip()) + 1
+
+
+def _expand_tabs(line: str, start: int, end: int) -> tuple[str, int, int]:
+    """The line with tabs as spaces, and the 0-based caret range in the shown text."""
+    shown_start = len(line[: start - 1].replace("\t", _TAB))
+    shown_end = len(line[: max(start, end) - 1].replace("\t", _TAB))
+    return line.replace("\t", _TAB), shown_start, shown_end
+
+
+def has_errors(diagnostics: Iterable[Diagnostic]) -> bool:
+    return any(d.is_error for d in diagnostics)
+
+
+def render_all(diagnostics: Sequence[Diagnostic], sources: Mapping[str, str]) -> str:
+    """Human text for a batch of diagnostics, each followed by a blank line."""
+    return "".join(d.render(sources.get(d.span.path)) + "\n\n" for d in diagnostics)
+
+
+def sort_key(diagnostic: Diagnostic) -> tuple[str, int, int, str]:
+    span = diagnostic.span
+    return (span.path, span.line, span.column, diagnostic.code)
+
+
+class TodoflowError(Exception):
+    """Raised by the public API when a source has errors; renders them all."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic], sources: Mapping[str, str]) -> None:
+        self.diagnostics = tuple(diagnostics)
+        self.sources = dict(sources)
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        return render_all(self.diagnostics, self.sources).rstrip("\n")

@@ -1,0 +1,1 @@
+"""Package data: the `.todoflow` grammar (todoflow.lark)."""

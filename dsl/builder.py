@@ -9,7 +9,7 @@ Imports `dsl.ast`, `dsl.strings`, `dsl.diagnostics`; lark only for the Token typ
 
 from __future__ import annotations
 
-from typing import TypeAlias, cast
+from typing import Any, TypeAlias
 
 from lark import Token
 
@@ -18,7 +18,8 @@ from .diagnostics import Diagnostic
 from .spans import Span
 from .strings import decode_block, decode_plain
 
-Child: TypeAlias = "Token | ast.Name | ast.Text | ast.Item | ast.Step | ast.Task | ast.Constraint"
+# Children are positional: keyword and value tokens, then nodes built by earlier rules.
+Children: TypeAlias = list[Any]
 
 
 class Builder:
@@ -34,108 +35,93 @@ class Builder:
 
     # -- helpers ---------------------------------------------------------------
 
-    def _span(self, first: Child, last: Child) -> Span:
-        start = self._token_span(first) if isinstance(first, Token) else first.span
-        end = self._token_span(last) if isinstance(last, Token) else last.span
-        return start.to(end)
+    def _span(self, first: Token, last: Token) -> Span:
+        return Span(self.path, first.line, first.column, last.end_line, last.end_column)  # type: ignore[arg-type]
 
     def _token_span(self, token: Token) -> Span:
-        return Span(
-            self.path,
-            cast(int, token.line),
-            cast(int, token.column),
-            cast(int, token.end_line),
-            cast(int, token.end_column),
-        )
+        return Span(self.path, token.line, token.column, token.end_line, token.end_column)  # type: ignore[arg-type]
 
     def _name_of(self, token: Token) -> ast.Name:
-        return ast.Name(str(token), self._token_span(token))
+        span = Span(self.path, token.line, token.column, token.end_line, token.end_column)  # type: ignore[arg-type]
+        return ast.Name(str(token), span)
 
     def _text_of(self, token: Token) -> ast.Text:
-        line, column = cast(int, token.line), cast(int, token.column)
+        span = Span(self.path, token.line, token.column, token.end_line, token.end_column)  # type: ignore[arg-type]
         if token.type == "BLOCK_STRING":
-            value = decode_block(str(token), self.path, line, column, self.problems)
-            return ast.Text(value, self._token_span(token), block=True)
-        value = decode_plain(str(token), self.path, line, column, self.problems)
-        return ast.Text(value, self._token_span(token))
+            return ast.Text(decode_block(token, self.path, span.line, span.column, self.problems), span, True)
+        value = token[1:-1]
+        if "\\" in value:
+            value = decode_plain(token, self.path, span.line, span.column, self.problems)
+        return ast.Text(value, span)
 
     # -- rules -----------------------------------------------------------------
 
-    def start(self, children: list[ast.Workflow]) -> ast.Workflow:
-        return children[0]
+    def start(self, c: Children) -> ast.Workflow:
+        return c[0]  # type: ignore[no-any-return]
 
-    def workflow(self, c: list[Child]) -> ast.Workflow:
-        members = cast("tuple[ast.Default | ast.Step, ...]", tuple(c[4:-1]))
-        wid, title = cast(Token, c[1]), cast(Token, c[2])
-        return ast.Workflow(self._name_of(wid), self._text_of(title), members, self._span(c[0], c[-1]))
+    def workflow(self, c: Children) -> ast.Workflow:
+        name, title = self._name_of(c[1]), self._text_of(c[2])
+        return ast.Workflow(name, title, tuple(c[4:-1]), self._span(c[0], c[-1]))
 
-    def step(self, c: list[Child]) -> ast.Step:
-        kind = cast(ast.StepKind, str(c[0]))
-        sid, title = cast(Token, c[1]), cast(Token, c[2])
-        items = cast("tuple[ast.Item, ...]", tuple(c[4:-1]))
-        return ast.Step(kind, self._name_of(sid), self._text_of(title), items, self._span(c[0], c[-1]))
+    def step(self, c: Children) -> ast.Step:
+        name, title = self._name_of(c[1]), self._text_of(c[2])
+        return ast.Step(str(c[0]), name, title, tuple(c[4:-1]), self._span(c[0], c[-1]))  # type: ignore[arg-type]
 
-    def description(self, c: list[Token]) -> ast.Description:
+    def description(self, c: Children) -> ast.Description:
         return ast.Description(self._text_of(c[1]), self._span(c[0], c[-1]))
 
-    def success(self, c: list[Token]) -> ast.Success:
+    def success(self, c: Children) -> ast.Success:
         return ast.Success(self._text_of(c[1]), self._span(c[0], c[-1]))
 
-    def needs(self, c: list[Token]) -> ast.Needs:
+    def needs(self, c: Children) -> ast.Needs:
         return ast.Needs(tuple(self._text_of(t) for t in c[1:]), self._span(c[0], c[-1]))
 
-    def output(self, c: list[Token]) -> ast.Output:
+    def output(self, c: Children) -> ast.Output:
         return ast.Output(self._text_of(c[1]), self._span(c[0], c[-1]))
 
-    def expect(self, c: list[Token]) -> ast.Expect:
+    def expect(self, c: Children) -> ast.Expect:
         return ast.Expect(self._text_of(c[2]), self._span(c[0], c[-1]))
 
-    def next(self, c: list[Token]) -> ast.Next:
+    def next(self, c: Children) -> ast.Next:
         return ast.Next(self._name_of(c[1]), self._span(c[0], c[-1]))
 
-    def llm(self, c: list[Token]) -> ast.Llm:
+    def llm(self, c: Children) -> ast.Llm:
         return ast.Llm(self._name_of(c[1]), self._text_of(c[2]), self._span(c[0], c[-1]))
 
-    def conditional_llm(self, c: list[Token]) -> ast.ConditionalLlm:
+    def conditional_llm(self, c: Children) -> ast.ConditionalLlm:
         return ast.ConditionalLlm(self._name_of(c[1]), self._text_of(c[2]), self._span(c[0], c[-1]))
 
-    def max_turns(self, c: list[Token]) -> ast.MaxTurns:
+    def max_turns(self, c: Children) -> ast.MaxTurns:
         return ast.MaxTurns(int(c[1]), self._span(c[0], c[-1]))
 
-    def mode(self, c: list[Token]) -> ast.Mode:
+    def mode(self, c: Children) -> ast.Mode:
         return ast.Mode("learn_code", self._span(c[0], c[-1]))
 
-    def prompt(self, c: list[Token]) -> ast.Prompt:
+    def prompt(self, c: Children) -> ast.Prompt:
         kind = self._name_of(c[1])
         if c[2].type == "FROM":
             return ast.Prompt(kind, None, self._text_of(c[3]), self._span(c[0], c[-1]))
         return ast.Prompt(kind, self._text_of(c[2]), None, self._span(c[0], c[-1]))
 
-    def route(self, c: list[Child]) -> ast.Route:
-        rid, name, condition = cast(Token, c[1]), cast(Token, c[2]), cast(Token, c[4])
-        step = cast(ast.Step, c[6])
-        return ast.Route(
-            self._name_of(rid),
-            self._text_of(name),
-            self._text_of(condition),
-            step,
-            self._span(c[0], c[-1]),
-        )
+    def route(self, c: Children) -> ast.Route:
+        name, title, condition = self._name_of(c[1]), self._text_of(c[2]), self._text_of(c[4])
+        return ast.Route(name, title, condition, c[6], self._span(c[0], c[-1]))
 
-    def generic(self, c: list[Token]) -> ast.Generic:
+    def generic(self, c: Children) -> ast.Generic:
         return ast.Generic(c[1].type == "ON", self._span(c[0], c[-1]))
 
-    def tasks(self, c: list[Child]) -> ast.Tasks:
-        entries = cast("tuple[ast.Task | ast.Constraint, ...]", tuple(c[2:-1]))
-        return ast.Tasks(entries, self._span(c[0], c[-1]))
+    def tasks(self, c: Children) -> ast.Tasks:
+        return ast.Tasks(tuple(c[2:-1]), self._span(c[0], c[-1]))
 
-    def task(self, c: list[Token]) -> ast.Task:
-        label = self._name_of(c[0]) if c[0].type == "ID" else None
-        rest = c[1:] if label else c
-        after = tuple(self._name_of(t) for t in rest[3:])
-        return ast.Task(label, self._text_of(rest[0]), self._text_of(rest[1]), after, self._span(c[0], c[-1]))
+    def task(self, c: Children) -> ast.Task:
+        if c[0].type == "ID":
+            label, action, expected, after = self._name_of(c[0]), c[1], c[2], c[4:]
+        else:
+            label, action, expected, after = None, c[0], c[1], c[3:]
+        names = tuple([self._name_of(t) for t in after])
+        return ast.Task(label, self._text_of(action), self._text_of(expected), names, self._span(c[0], c[-1]))
 
-    def constraint(self, c: list[Token]) -> ast.Constraint:
+    def constraint(self, c: Children) -> ast.Constraint:
         on_all = c[-1].type == "ALL"
         targets = () if on_all else tuple(self._name_of(t) for t in c[3:])
         return ast.Constraint(self._text_of(c[1]), targets, on_all, self._span(c[0], c[-1]))

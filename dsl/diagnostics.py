@@ -19,6 +19,7 @@ JsonDict: TypeAlias = dict[str, object]
 
 _TAB = "    "
 _MAX_EXCERPT_LINES = 4
+_MAX_WIDTH = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,7 @@ def excerpt(source: str, span: Span) -> list[str]:
         raw = source_lines[number - 1].rstrip("\r") if number <= len(source_lines) else ""
         start = span.column if number == span.line else _first_non_blank(raw)
         end = span.end_column if number == span.end_line else len(raw) + 1
-        shown, caret_start, caret_end = _expand_tabs(raw, start, end)
+        shown, caret_start, caret_end = _visible(raw, start, end)
         out.append(f"{number:>{width}} | {shown}".rstrip())
         out.append(f"{gutter} {' ' * caret_start}{'^' * max(1, caret_end - caret_start)}")
     return out
@@ -109,11 +110,21 @@ def _first_non_blank(line: str) -> int:
     return len(line) - len(line.lstrip()) + 1
 
 
-def _expand_tabs(line: str, start: int, end: int) -> tuple[str, int, int]:
-    """The line with tabs as spaces, and the 0-based caret range in the shown text."""
-    shown_start = len(line[: start - 1].replace("\t", _TAB))
-    shown_end = len(line[: max(start, end) - 1].replace("\t", _TAB))
-    return line.replace("\t", _TAB), shown_start, shown_end
+def _visible(line: str, start: int, end: int) -> tuple[str, int, int]:
+    """The line as shown (clipped around the span when very long, tabs as spaces, no
+    control characters) and the 0-based caret range in the shown text."""
+    left = max(0, min(start - 1 - _MAX_WIDTH // 4, len(line) - _MAX_WIDTH))
+    part = line[left : left + _MAX_WIDTH]
+    prefix = "..." if left else ""
+    suffix = "..." if left + _MAX_WIDTH < len(line) else ""
+    caret_start = len(prefix) + _width(part[: max(0, start - 1 - left)])
+    caret_end = len(prefix) + _width(part[: max(0, max(start, end) - 1 - left)])
+    shown = "".join(c if c.isprintable() else "\ufffd" for c in part.replace("\t", _TAB))
+    return prefix + shown + suffix, caret_start, caret_end
+
+
+def _width(text: str) -> int:
+    return len(text.replace("\t", _TAB))
 
 
 def has_errors(diagnostics: Iterable[Diagnostic]) -> bool:

@@ -141,16 +141,20 @@ class _Layout:
 
 
 def _attach(lines: list[_Line], comments: tuple[ast.Comment, ...]) -> list[ast.Comment]:
-    """Give each comment to the line it trails or precedes; return those after the end."""
+    """Give each comment to the line it trails or precedes; return those after the end.
+
+    A comment trails a line only when written at the end of that line's last source
+    line; one written inside a construct that spans lines goes before it, so the
+    comments keep their order."""
     tail: list[ast.Comment] = []
     for comment in comments:
         number = comment.span.line
         if comment.trailing:
             owner = next((ln for ln in reversed(lines) if ln.first <= number <= ln.last), None)
-            if owner is not None and owner.trailing is None:
+            if owner is not None and owner.last == number and owner.trailing is None:
                 owner.trailing = comment
                 continue
-        following = next((ln for ln in lines if ln.first > number), None)
+        following = next((ln for ln in lines if ln.last >= number), None)
         if following is None:
             tail.append(comment)
         else:

@@ -16,6 +16,7 @@ import lark
 from todoflow import grammars
 
 from .builder import Builder
+from .lexer import ContextualLexer
 
 GRAMMAR_PATH = Path(grammars.__file__).with_name("todoflow.lark")
 
@@ -37,7 +38,7 @@ def load_parser(builder: Builder, comments: list[lark.Token]) -> lark.Lark:
     return lark.Lark(
         grammar,
         parser="lalr",
-        lexer="contextual",
+        lexer=ContextualLexer,
         transformer=builder,
         lexer_callbacks={"COMMENT": comments.append},
         maybe_placeholders=False,

@@ -41,7 +41,7 @@ _PLACEHOLDERS = {"STRING": '""', "ID": "x", "INT": "1", "BLOCK_STRING": '""""""'
 _INSERTABLE = ("=>", ",", ":", "STRING", "ID", "INT", "{")
 _WORD = re.compile(r"[A-Za-z0-9_-]+")
 _NOISE = re.compile(r'[^\sA-Za-z0-9_"{}#,:=>-]+')
-_BLOCK_SCAN = re.compile(r'"""(?:[^"\\]|\\[\s\S]|"(?!""))*(?:"""|$)|"(?:[^"\\\n]|\\.)*"?|#[^\n]*|[{}]')
+_BLOCK_SCAN = re.compile(r'"""(?:[^"\\]|\\[\s\S]|"(?!""))*(?:"""|$)|"(?:[^"\\\n]|\\.)*"?|#[^\n]*|\{+|\}+')
 _UNCLOSED_STRING_HELP = (
     'close it with `"` on the same line, or write text over several lines as a block string `"""..."""`'
 )
@@ -229,12 +229,13 @@ class Recovery:
         """The position just after the `}` that closes a `{` ending at `position`."""
         depth = 1
         for match in _BLOCK_SCAN.finditer(self.text, position):
-            if match.group(0) == "{":
-                depth += 1
-            elif match.group(0) == "}":
-                depth -= 1
-                if depth == 0:
-                    return match.end()
+            run = match.group(0)
+            if run[0] == "{":
+                depth += len(run)
+            elif run[0] == "}":
+                if len(run) >= depth:
+                    return match.start() + depth
+                depth -= len(run)
         return len(self.text)
 
     def _bad_characters(self, position: int, allowed: set[str]) -> None:

@@ -6,11 +6,12 @@ ends at column 6 and a zero-width span (end of file) has `end_column == column`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
+class Span(NamedTuple):
+    """Where a construct stands in its file (a tuple: cheap to make by the thousand)."""
+
     path: str
     line: int
     column: int

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 
 from lark import Lark
+from lark.lexer import TerminalDef
 
 STEP_KINDS = frozenset({"REGULAR", "TODO_TASK"})
 DEFAULTS = frozenset({"LLM", "CONDITIONAL_LLM", "MAX_TURNS", "PROMPT"})
@@ -98,11 +99,15 @@ def suggest_keyword(word: str, expected: Collection[str], literal: Literal) -> s
 
 def terminal_literals(parser: Lark) -> dict[str, str]:
     """Terminal name -> the exact text it stands for, for keywords and punctuation."""
+    literals = {t.name: str(t.pattern.value) for t in parser.terminals if t.pattern.type == "str"}
+    return literals | keyword_literals(parser.terminals)
+
+
+def keyword_literals(terminals: Iterable[TerminalDef]) -> dict[str, str]:
+    """Keyword terminal name -> its word (keywords are whole-word regexes in the grammar)."""
     literals = {}
-    for terminal in parser.terminals:
-        value = str(terminal.pattern.value)
-        if terminal.pattern.type == "str":
-            literals[terminal.name] = value
-        elif keyword := _KEYWORD.fullmatch(value):
+    for terminal in terminals:
+        keyword = _KEYWORD.fullmatch(str(terminal.pattern.value))
+        if terminal.pattern.type == "re" and keyword:
             literals[terminal.name] = keyword.group(1)
     return literals

@@ -1,0 +1,36 @@
+"""Shared paths and helpers for the test suite."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.todoflow"))
+FIXTURES = ROOT / "tests" / "fixtures"
+VALID = sorted((FIXTURES / "valid").glob("*.todoflow"))
+INVALID = sorted((FIXTURES / "invalid").glob("*.todoflow"))
+FMT = sorted((FIXTURES / "fmt").glob("*.todoflow"))
+
+
+def relative(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def run_cli(
+    *args: str, stdin: str | bytes | None = None, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m todoflow` as a user would, capturing both streams as text."""
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    result = subprocess.run(
+        [sys.executable, "-m", "todoflow", *args],
+        input=data,
+        capture_output=True,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+    return subprocess.CompletedProcess(
+        result.args, result.returncode, result.stdout.decode(), result.stderr.decode()
+    )

@@ -3,15 +3,16 @@
 Built by `dsl.builder` straight from the parser's tokens; read by the formatter and
 the compiler. Spans and layout facts (block or plain string, comments) are excluded
 from equality, so two trees compare equal when they mean the same thing.
-Imports nothing but `dsl.spans`.
+Imports nothing but `dsl.spans` and `dsl.nodes`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import ClassVar, Literal, TypeAlias
 
+from .nodes import node
 from .spans import Span
 
 StepKind: TypeAlias = Literal["regular", "todo_task"]
@@ -28,7 +29,7 @@ PROMPT_KINDS: tuple[PromptKind, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Name:
     """An identifier as written: a step, route, task label or provider."""
 
@@ -36,7 +37,7 @@ class Name:
     span: Span = field(compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Text:
     """A decoded string; `block` records that it was written as a `\"\"\"` block."""
 
@@ -45,7 +46,7 @@ class Text:
     block: bool = field(default=False, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Comment:
     """A `#` comment; `trailing` when code stands before it on its line."""
 
@@ -54,42 +55,42 @@ class Comment:
     trailing: bool
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Description:
     keyword: ClassVar[str] = "description"
     text: Text
     span: Span = field(compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Success:
     keyword: ClassVar[str] = "success"
     text: Text
     span: Span = field(compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Needs:
     keyword: ClassVar[str] = "needs"
     paths: tuple[Text, ...]
     span: Span = field(compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Output:
     keyword: ClassVar[str] = "output"
     path: Text
     span: Span = field(compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Expect:
     keyword: ClassVar[str] = "expect"
     path: Text
     span: Span = field(compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Next:
     """`next ID` or `next end`; the target `end` is never a step id."""
 
@@ -102,7 +103,7 @@ class Next:
         return self.target.value == "end"
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Llm:
     keyword: ClassVar[str] = "llm"
     provider: Name
@@ -110,7 +111,7 @@ class Llm:
     span: Span = field(compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class ConditionalLlm:
     keyword: ClassVar[str] = "conditional_llm"
     provider: Name
@@ -118,21 +119,21 @@ class ConditionalLlm:
     span: Span = field(compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class MaxTurns:
     keyword: ClassVar[str] = "max_turns"
     value: int
     span: Span = field(compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Mode:
     keyword: ClassVar[str] = "mode"
     value: Literal["learn_code"]
     span: Span = field(compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Prompt:
     """`prompt KIND TEXT` (inline `template`) or `prompt KIND from "file"` (`path`)."""
 
@@ -143,14 +144,14 @@ class Prompt:
     span: Span = field(compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Generic:
     keyword: ClassVar[str] = "generic"
     enabled: bool
     span: Span = field(compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Task:
     label: Name | None
     action: Text
@@ -159,7 +160,7 @@ class Task:
     span: Span = field(compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Constraint:
     """A rule attached to the tasks it names; `targets` is empty for `on all`."""
 
@@ -169,7 +170,7 @@ class Constraint:
     span: Span = field(compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Tasks:
     keyword: ClassVar[str] = "tasks"
     entries: tuple[Task | Constraint, ...]
@@ -184,7 +185,7 @@ class Tasks:
         return tuple(e for e in self.entries if isinstance(e, Constraint))
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Route:
     keyword: ClassVar[str] = "route"
     id: Name
@@ -213,7 +214,7 @@ Item: TypeAlias = (
 Default: TypeAlias = Llm | ConditionalLlm | MaxTurns | Prompt
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Step:
     kind: StepKind
     id: Name
@@ -229,7 +230,7 @@ class Step:
                 yield from item.step.walk()
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Workflow:
     id: Name
     title: Text

@@ -9,9 +9,9 @@ Imports nothing but `dsl.spans`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from .nodes import node
 from .spans import Span
 
 Severity: TypeAlias = Literal["error", "warning", "note"]
@@ -22,7 +22,7 @@ _MAX_EXCERPT_LINES = 4
 _MAX_WIDTH = 100
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Note:
     """A secondary remark, pointing at another place when it has a span."""
 
@@ -30,7 +30,7 @@ class Note:
     span: Span | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Diagnostic:
     code: str
     severity: Severity

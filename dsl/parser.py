@@ -8,7 +8,6 @@ because the callbacks write their positions and problems onto one builder.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from typing import NamedTuple, cast
 
@@ -82,7 +81,7 @@ def parse(text: str, path: str | None = None) -> ast.Workflow:
 
 def _with_comments(workflow: ast.Workflow, tokens: list[Token], text: str, path: str) -> ast.Workflow:
     comments = tuple(_comment(token, text, path) for token in tokens)
-    return dataclasses.replace(workflow, comments=comments)
+    return ast.Workflow(workflow.id, workflow.title, workflow.members, workflow.span, comments)
 
 
 def _comment(token: Token, text: str, path: str) -> ast.Comment:

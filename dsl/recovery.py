@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import lark
 from lark.exceptions import UnexpectedCharacters, UnexpectedToken
@@ -22,6 +21,7 @@ from lark.parsers.lalr_interactive_parser import InteractiveParser
 from lark.parsers.lalr_parser_state import ParserState
 
 from .diagnostics import Diagnostic
+from .nodes import node
 from .spans import Span, end_of_text
 from .wording import (
     ITEMS,
@@ -48,7 +48,7 @@ _UNCLOSED_STRING_HELP = (
 _ID_HELP = "a name is lowercase letters, digits, `_` and `-`, and starts with a letter"
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class _Opener:
     span: Span
     indent: int

@@ -1,0 +1,42 @@
+"""`@node` classes behave as frozen dataclasses whose layout fields do not compare."""
+
+from __future__ import annotations
+
+from dataclasses import FrozenInstanceError
+
+import pytest
+
+from todoflow.dsl import ast
+from todoflow.dsl.spans import Span
+
+HERE = Span("a.todoflow", 1, 1, 1, 4)
+THERE = Span("b.todoflow", 9, 5, 9, 8)
+
+
+def test_nodes_are_frozen() -> None:
+    name = ast.Name("x", HERE)
+    with pytest.raises(FrozenInstanceError):
+        name.value = "y"  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        del name.value  # type: ignore[misc]
+
+
+def test_equality_and_hash_ignore_spans_and_layout() -> None:
+    assert ast.Text("t", HERE, block=True) == ast.Text("t", THERE)
+    assert hash(ast.Text("t", HERE, block=True)) == hash(ast.Text("t", THERE))
+    assert ast.Name("x", HERE) != ast.Name("y", HERE)
+    assert ast.Name("x", HERE) != ast.Text("x", HERE)
+
+
+def test_defaults_and_repr() -> None:
+    text = ast.Text("t", HERE)
+    assert text.block is False
+    assert repr(text) == f"Text(value='t', span={HERE!r}, block=False)"
+
+
+def test_pattern_matching_by_position() -> None:
+    match ast.Next(ast.Name("end", HERE), HERE):
+        case ast.Next(ast.Name(value)):
+            assert value == "end"
+        case _:
+            pytest.fail("no match")

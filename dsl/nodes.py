@@ -3,7 +3,7 @@
 `dataclasses.dataclass(frozen=True)` costs ~0.6 ms per class at import (every
 `todoflow check` pays it for the whole tree) and sets each field through
 `object.__setattr__` at construction (every parse pays it per node). A node class
-here gets a generated `__init__` that writes the instance dict directly, and shared
+here gets a generated `__init__` that writes its slots directly, and shared
 `__eq__`/`__hash__`/`__repr__`; assignment after construction raises. Fields are
 declared as in a dataclass, and `dataclasses.field(compare=False)` leaves a field
 (a span, a layout fact) out of equality. Type checkers read it as a frozen dataclass.
@@ -23,37 +23,44 @@ def node(cls: _C) -> _C:
     names: list[str] = []
     compared: list[str] = []
     defaults: dict[str, Any] = {}
+    body = dict(cls.__dict__)
     for name, hint in inspect.get_annotations(cls).items():
         if str(hint).startswith("ClassVar"):
             continue
         names.append(name)
-        declared = cls.__dict__.get(name, MISSING)
+        declared = body.pop(name, MISSING)
         compare = True
         if isinstance(declared, Field):
             compare, declared = declared.compare, declared.default
         if declared is not MISSING:
             defaults[name] = declared
-            setattr(cls, name, declared)
         if compare:
             compared.append(name)
+    body.pop("__dict__", None)
+    body.pop("__weakref__", None)
+    body["__slots__"] = tuple(names)
+    slotted = type(cls)(cls.__name__, cls.__bases__, body)
+    setters = {f"_set_{n}": getattr(slotted, n).__set__ for n in names}
     params = ", ".join(f"{n}=_default_{n}" if n in defaults else n for n in names)
-    body = "".join(f"    d[{n!r}] = {n}\n" for n in names)
-    namespace: dict[str, Any] = {f"_default_{n}": v for n, v in defaults.items()}
-    exec(f"def __init__(self, {params}):\n    d = self.__dict__\n{body}", namespace)
+    lines = "".join(f"    _set_{n}(self, {n})\n" for n in names) or "    pass\n"
+    namespace: dict[str, Any] = {f"_default_{n}": v for n, v in defaults.items()} | setters
+    exec(f"def __init__(self, {params}):\n{lines}", namespace)
     init = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
-    type.__setattr__(cls, "__init__", init)
-    type.__setattr__(cls, "_node_fields", tuple(names))
-    type.__setattr__(cls, "_node_compared", tuple(compared))
-    type.__setattr__(cls, "__match_args__", tuple(names))
-    for name, method in _METHODS.items():
-        type.__setattr__(cls, name, method)
-    return cls
+    attributes = {
+        "__init__": init,
+        "_node_fields": tuple(names),
+        "_node_compared": tuple(compared),
+        "__match_args__": tuple(names),
+        **_METHODS,
+    }
+    for name, value in attributes.items():
+        type.__setattr__(slotted, name, value)
+    return slotted  # type: ignore[return-value]
 
 
 def _key(self: Any) -> tuple[Any, ...]:
-    values = self.__dict__
-    return tuple(values[n] for n in type(self)._node_compared)
+    return tuple(getattr(self, n) for n in type(self)._node_compared)
 
 
 def _eq(self: Any, other: object) -> bool:
@@ -67,8 +74,7 @@ def _hash(self: Any) -> int:
 
 
 def _repr(self: Any) -> str:
-    values = self.__dict__
-    fields = ", ".join(f"{n}={values[n]!r}" for n in type(self)._node_fields)
+    fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in type(self)._node_fields)
     return f"{type(self).__name__}({fields})"
 
 

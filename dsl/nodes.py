@@ -56,7 +56,7 @@ def node(cls: _C) -> _C:
     }
     for name, value in attributes.items():
         type.__setattr__(slotted, name, value)
-    return slotted  # type: ignore[return-value]
+    return slotted
 
 
 def _key(self: Any) -> tuple[Any, ...]:

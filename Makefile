@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-PACKAGES := todoflow dsl grammars
+PACKAGES := todoflow dsl compiler grammars
 TYPECHECK := build/typecheck
 
 .PHONY: setup demo test lint typecheck pytest bench clean
@@ -33,6 +33,7 @@ typecheck: setup
 	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)/todoflow
 	for f in todoflow/*; do ln -s "$$PWD/$$f" $(TYPECHECK)/todoflow/; done
 	ln -s "$$PWD/dsl" $(TYPECHECK)/todoflow/dsl
+	ln -s "$$PWD/compiler" $(TYPECHECK)/todoflow/compiler
 	ln -s "$$PWD/grammars" $(TYPECHECK)/todoflow/grammars
 	cd $(TYPECHECK) && "$$OLDPWD/$(BIN)/mypy" --config-file "$$OLDPWD/pyproject.toml" -p todoflow
 

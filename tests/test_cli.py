@@ -17,7 +17,8 @@ def test_check_clean_files_exits_0() -> None:
     result = run_cli("check", *map(relative, EXAMPLES))
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
-    assert result.stderr == f"{len(EXAMPLES)} files checked: no problems\n"
+    assert result.stderr.endswith(f"{len(EXAMPLES)} files checked: 1 note\n")
+    assert "note[N0301]: task `tag` moved after `notes`: it needs `notes`" in result.stderr
 
 
 def test_check_reports_errors_with_location_excerpt_and_help(tmp_path: Path) -> None:

@@ -8,16 +8,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__all__ = ["Diagnostic", "ParseResult", "Span", "TodoflowError", "parse", "try_parse"]
+__all__ = ["Compiled", "Diagnostic", "ParseResult", "Span", "TodoflowError", "compile", "parse", "try_parse"]
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from todoflow.api import Compiled, compile
     from todoflow.dsl import Diagnostic, ParseResult, Span, TodoflowError, parse, try_parse
+
+_HOMES = {"Compiled": "todoflow.api", "compile": "todoflow.api"}
 
 
 def __getattr__(name: str) -> object:
     if name in __all__:
-        from todoflow import dsl
+        import importlib
 
-        return getattr(dsl, name)
+        return getattr(importlib.import_module(_HOMES.get(name, "todoflow.dsl")), name)
     raise AttributeError(f"module 'todoflow' has no attribute {name!r}")

@@ -14,9 +14,14 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from todoflow.dsl.diagnostics import Diagnostic, render_all
 from todoflow.sources import STDIN, UnreadableError, display_name, read_source
+
+if TYPE_CHECKING:
+    from todoflow.api import Analysis
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -29,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="todoflow", description="Check, format and compile .todoflow workflows.")
+    parser = _Parser(prog="todoflow", description="Check, format, compile and draw .todoflow workflows.")
     parser.add_argument("--version", action="version", version="todoflow 0.1.0")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
@@ -40,15 +45,37 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = commands.add_parser("fmt", help="rewrite .todoflow files in canonical layout")
     fmt.add_argument("files", nargs="+", metavar="FILE", help="files to format (`-`: stdin to stdout)")
     fmt.add_argument("--check", action="store_true", help="list unformatted files and exit 1; write nothing")
+
+    compile_ = commands.add_parser(
+        "compile", help="write plan.json, step_config.json, the machine and prompts"
+    )
+    compile_.add_argument("file", metavar="FILE", help="the workflow to compile")
+    compile_.add_argument(
+        "-o", "--output", required=True, metavar="DIR", help="output folder (`-`: plan.json to stdout)"
+    )
+
+    graph = commands.add_parser("graph", help="draw the workflow's machine")
+    graph.add_argument("file", metavar="FILE", help="the workflow")
+    graph.add_argument("--format", choices=["mermaid", "md", "dot", "svg"], default="mermaid")
+    graph.add_argument("--direction", choices=["LR", "TB"], default="LR")
+    graph.add_argument("--step", metavar="ID", help="draw one step's own machine")
+
+    schema = commands.add_parser("schema", help="print the JSON Schema of a file format")
+    schema.add_argument("name", choices=["plan", "step-config", "todos"])
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    commands = {
+        "check": lambda: _check(args.files, args.format),
+        "fmt": lambda: _fmt(args.files, args.check),
+        "compile": lambda: _compile(args.file, args.output),
+        "graph": lambda: _graph(args.file, args.format, args.direction, args.step),
+        "schema": lambda: _schema(args.name),
+    }
     try:
-        if args.command == "check":
-            return _check(args.files, args.format)
-        return _fmt(args.files, args.check)
+        return commands[args.command]()
     except UnreadableError as error:
         print(f"todoflow: error: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -57,18 +84,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _check(paths: list[str], output: str) -> int:
-    from todoflow.dsl.parser import normalize, try_parse
-
     found: list[Diagnostic] = []
     sources: dict[str, str] = {}
     for path in paths:
-        name = display_name(path)
-        text, problem = read_source(path)
-        sources[name] = normalize(text)
-        if problem is not None:
-            found.append(problem)
-            continue
-        found += try_parse(text, name).diagnostics
+        analysis = _analyze(path)
+        sources |= analysis.sources
+        found += analysis.diagnostics
     if output == "json":
         print(json.dumps([d.to_json() for d in found], indent=2, ensure_ascii=False))
     else:
@@ -77,16 +98,80 @@ def _check(paths: list[str], output: str) -> int:
     return EXIT_ERRORS if any(d.is_error for d in found) else EXIT_OK
 
 
+def _analyze(path: str) -> Analysis:
+    """Read, parse and check one file (`-` is stdin); an unreadable one raises."""
+    from todoflow.api import Analysis, analyze
+
+    name = display_name(path)
+    text, problem = read_source(path)
+    if problem is not None:
+        return Analysis(None, (problem,), {name: text})
+    base = Path.cwd() if path == STDIN else Path(path).parent
+    return analyze(text, name, base)
+
+
+def _report(analysis: Analysis) -> bool:
+    """Print the diagnostics to stderr; True when there is no error."""
+    sys.stderr.write(render_all(analysis.diagnostics, analysis.sources))
+    return analysis.workflow is not None
+
+
+def _compile(path: str, output: str) -> int:
+    from todoflow.compiler.artifacts import emit, write
+
+    analysis = _analyze(path)
+    if not _report(analysis):
+        return EXIT_ERRORS
+    assert analysis.workflow is not None
+    artifacts = emit(analysis.workflow)
+    if output == "-":
+        sys.stdout.write(artifacts.file("plan.json"))
+        return EXIT_OK
+    written = write(artifacts, Path(output))
+    print(f"compiled {display_name(path)}: {len(written)} files in {output}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _graph(path: str, output: str, direction: str, step_id: str | None) -> int:
+    from todoflow.compiler.diagrams import RENDERERS, DiagramError
+    from todoflow.compiler.machine import step_machine, workflow_machine
+
+    analysis = _analyze(path)
+    if not _report(analysis):
+        return EXIT_ERRORS
+    workflow = analysis.workflow
+    assert workflow is not None
+    if step_id is None:
+        machine = workflow_machine(workflow)
+    else:
+        ids = [s.id for s in workflow.all_steps()]
+        if step_id not in ids:
+            print(f"todoflow: error: no step `{step_id}`; the steps are {', '.join(ids)}", file=sys.stderr)
+            return EXIT_USAGE
+        machine = step_machine(workflow.step(step_id))
+    try:
+        sys.stdout.write(RENDERERS[output](machine, direction))
+    except DiagramError as error:
+        print(f"todoflow: error: {error}", file=sys.stderr)
+        return EXIT_ERRORS
+    return EXIT_OK
+
+
+def _schema(name: str) -> int:
+    from todoflow.compiler.formats import schema
+
+    sys.stdout.write(schema(name))
+    return EXIT_OK
+
+
 def _summary(found: list[Diagnostic], files: int) -> str:
     checked = f"{files} file{'s' if files != 1 else ''} checked"
-    errors = sum(d.severity == "error" for d in found)
-    warnings = sum(d.severity == "warning" for d in found)
-    if not errors and not warnings:
-        return f"{checked}: no problems"
     counts = [
-        f"{n} {word}{'s' if n != 1 else ''}" for n, word in ((errors, "error"), (warnings, "warning")) if n
+        f"{n} {severity}{'s' if n != 1 else ''}"
+        for severity in ("error", "warning", "note")
+        if (n := sum(d.severity == severity for d in found))
     ]
-    return f"{checked}: {', '.join(counts)}"
+    return f"{checked}: {', '.join(counts) or 'no problems'}"
 
 
 def _fmt(paths: list[str], check_only: bool) -> int:

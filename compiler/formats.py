@@ -1,0 +1,137 @@
+"""The file formats of the TodoTaskPlanStep platform, as pydantic models.
+
+plan.json (the flat format, with our `tasks` and `generic_agent` extensions),
+step_config.json and todos.json (seeds/todo-task-plan-step.md). The same models
+write the files and give their JSON Schemas (`todoflow schema`), so an emitted file
+always validates against the published schema. Optional fields are omitted when
+empty, never written as null.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def to_json(self) -> str:
+        """Deterministic JSON: keys sorted, 2-space indent, no nulls, trailing newline."""
+        return dumps(self.model_dump(mode="json", exclude_none=True))
+
+
+def dumps(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+class FileCheck(_Model):
+    file_name: str
+    must_exist: bool = True
+
+
+class ValidationSchema(_Model):
+    files: list[FileCheck]
+
+
+class PlanTask(_Model):
+    """A ready checklist item (extension): position in the list is its identity."""
+
+    action: str = Field(min_length=1, max_length=1000)
+    expected_result: str = Field(min_length=1, max_length=1000)
+    constraints: list[str] | None = None
+
+
+class PredefinedRoute(_Model):
+    route_id: str
+    route_name: str
+    condition: str
+    sub_agent_step: PlanStep
+
+
+class PlanStep(_Model):
+    type: Literal["regular", "todo_task"]
+    id: str
+    title: str
+    description: str | None = None
+    success_criteria: str | None = None
+    context_dependencies: list[str] | None = None
+    context_output: str | None = None
+    validation_schema: ValidationSchema | None = None
+    predefined_routes: list[PredefinedRoute] | None = None
+    tasks: list[PlanTask] | None = Field(default=None, min_length=1, max_length=100)
+    generic_agent: Literal[False] | None = Field(
+        default=None, description="present, and false, only when the generic sub-agent is off"
+    )
+    next_step_id: str | None = Field(default=None, description="absent on a sub-agent step inside a route")
+
+
+class Plan(_Model):
+    """plan.json: the steps in run order of the source."""
+
+    steps: list[PlanStep]
+    source_sha256: str | None = Field(default=None, description="sha256 of the .todoflow source")
+
+
+class LlmConfig(_Model):
+    provider: str
+    model_id: str
+
+
+class AgentConfigsModel(_Model):
+    execution_max_turns: int | None = Field(default=None, ge=1)
+    execution_llm: LlmConfig | None = None
+    conditional_llm: LlmConfig | None = None
+
+
+class StepConfigEntry(_Model):
+    id: str
+    declared_execution_mode: Literal["learn_code"] | None = None
+    agent_configs: AgentConfigsModel
+
+
+class StepConfig(_Model):
+    """step_config.json: one entry per step (sub-agents included) with any setting."""
+
+    steps: list[StepConfigEntry]
+    source_sha256: str | None = None
+
+
+TodoStatus = Literal["pending", "in_progress", "completed", "blocked"]
+
+
+class TodoItem(_Model):
+    id: str
+    title: str
+    description: str | None = None
+    priority: Literal["high", "medium", "low"] | None = None
+    status: TodoStatus
+    assigned_agent: str | None = None
+    result: str | None = None
+    created_at: str
+    updated_at: str
+
+
+class TodoSummary(_Model):
+    total: int
+    completed: int
+    in_progress: int
+    open: int
+
+
+class Todos(_Model):
+    """todos.json of one todo_task step's execution."""
+
+    step_id: str
+    objective: str
+    todos: list[TodoItem]
+    summary: TodoSummary
+
+
+SCHEMAS: dict[str, type[_Model]] = {"plan": Plan, "step-config": StepConfig, "todos": Todos}
+
+
+def schema(name: str) -> str:
+    return dumps(SCHEMAS[name].model_json_schema())

@@ -1,0 +1,109 @@
+"""The facade: the one place that chains the stages and reads files.
+
+`analyze` runs parse and check over a source (reading `prompt ... from` files next
+to it); `compile` adds emission and returns a `Compiled`, the value the CLI, the
+pytest plugin and users' own code work with.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from todoflow.dsl.diagnostics import Diagnostic, TodoflowError, has_errors, sort_key
+from todoflow.dsl.parser import normalize, try_parse
+
+if TYPE_CHECKING:
+    from todoflow.compiler.artifacts import Artifacts
+    from todoflow.compiler.model import CheckedWorkflow
+
+
+class Analysis(NamedTuple):
+    workflow: CheckedWorkflow | None
+    diagnostics: tuple[Diagnostic, ...]
+    sources: dict[str, str]  # every text the diagnostics may point into
+
+
+def analyze(text: str, path: str = "<string>", base: Path | None = None) -> Analysis:
+    """Parse and check `text`; prompt files are read relative to `base`."""
+    from todoflow.compiler.check import check
+
+    text = normalize(text)
+    parsed = try_parse(text, path)
+    sources = {path: text}
+    if parsed.workflow is None:
+        return Analysis(None, parsed.diagnostics, sources)
+    folder = base if base is not None else Path(path).parent if path != "<string>" else Path.cwd()
+
+    def read(relative: str) -> str:
+        return (folder / relative).read_text(encoding="utf-8")
+
+    checked = check(parsed.workflow, text, path, read)
+    diagnostics = tuple(sorted([*parsed.diagnostics, *checked.diagnostics], key=sort_key))
+    return Analysis(checked.workflow, diagnostics, sources | checked.templates)
+
+
+class Compiled:
+    """A compiled workflow: its artifacts, or the diagnostics that prevented them."""
+
+    def __init__(self, analysis: Analysis) -> None:
+        self.workflow = analysis.workflow
+        self.diagnostics = analysis.diagnostics
+        self.sources = analysis.sources
+
+    @property
+    def ok(self) -> bool:
+        return self.workflow is not None and not has_errors(self.diagnostics)
+
+    def raise_for_errors(self) -> None:
+        if not self.ok:
+            raise TodoflowError(self.diagnostics, self.sources)
+
+    @cached_property
+    def artifacts(self) -> Artifacts:
+        from todoflow.compiler.artifacts import emit
+
+        self.raise_for_errors()
+        assert self.workflow is not None
+        return emit(self.workflow)
+
+    @property
+    def plan(self) -> dict[str, Any]:
+        """plan.json as data."""
+        return self.artifacts.plan.model_dump(mode="json", exclude_none=True)
+
+    @property
+    def step_config(self) -> dict[str, Any]:
+        """step_config.json as data."""
+        return self.artifacts.step_config.model_dump(mode="json", exclude_none=True)
+
+    @property
+    def machine_source(self) -> str:
+        return self.artifacts.file(f"machines/{self.artifacts.workflow_id}.py")
+
+    @property
+    def mermaid(self) -> str:
+        return self.artifacts.file(f"machines/{self.artifacts.workflow_id}.mmd")
+
+    @cached_property
+    def machine_class(self) -> Any:
+        """The live python-statemachine class (`StateChart` subclass) of the workflow."""
+        from todoflow.compiler.machine import machine_class
+
+        return machine_class(self.artifacts.machine)
+
+
+def compile(source: str | os.PathLike[str], *, path: str | None = None) -> Compiled:
+    """Compile a workflow from a file (a path) or from source text.
+
+    A `Path` (or any path-like) is read as a file; so is a string without line breaks
+    that names an existing file. Any other string is source text, named `path` in
+    diagnostics. Errors do not raise: see `Compiled.ok` and `Compiled.diagnostics`.
+    """
+    if isinstance(source, os.PathLike) or ("\n" not in source and os.path.isfile(source)):
+        file = Path(source)
+        text = file.read_bytes().decode("utf-8")
+        return Compiled(analyze(text, path or str(source), file.parent))
+    return Compiled(analyze(source, path or "<string>"))

@@ -18,6 +18,8 @@ setup: $(STAMP)
 demo: setup
 	$(BIN)/todoflow check examples/*.todoflow
 	$(BIN)/todoflow fmt --check examples/*.todoflow
+	$(BIN)/todoflow compile examples/release.todoflow -o build/demo/release
+	$(BIN)/todoflow graph examples/release.todoflow
 	@echo "--- a broken workflow, to show the diagnostics:"
 	-$(BIN)/todoflow check tests/fixtures/invalid/unclosed-and-misspelt.todoflow
 
@@ -42,6 +44,7 @@ pytest: setup
 
 bench: setup
 	$(BIN)/python bench/parse.py
+	$(BIN)/python bench/compile.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

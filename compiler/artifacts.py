@@ -23,8 +23,6 @@ from .model import AgentConfigs, CheckedStep, CheckedWorkflow
 @node
 class Artifacts:
     workflow_id: str
-    plan: formats.Plan
-    step_config: formats.StepConfig
     machine: Machine
     files: tuple[tuple[str, str], ...]  # (relative path, text), sorted by path
 
@@ -33,21 +31,24 @@ class Artifacts:
 
 
 def emit(workflow: CheckedWorkflow) -> Artifacts:
-    plan = plan_model(workflow)
-    step_config = step_config_model(workflow)
-    machine = workflow_machine(workflow)
     from .diagrams import mermaid
 
+    machine = workflow_machine(workflow)
     files = {
-        "plan.json": plan.to_json(),
-        "step_config.json": step_config.to_json(),
+        "plan.json": formats.plan_json((_plan_step(s) for s in workflow.steps), workflow.source_sha256),
+        "step_config.json": step_config_model(workflow).to_json(),
         f"machines/{workflow.id}.py": module_source(machine, workflow.path, workflow.source_sha256),
         f"machines/{workflow.id}.mmd": mermaid(machine),
     }
     for step in workflow.all_steps():
         for prompt in step.prompts:
             files[f"prompts/{step.id}/{prompt.kind}.j2"] = prompt.template
-    return Artifacts(workflow.id, plan, step_config, machine, tuple(sorted(files.items())))
+    return Artifacts(workflow.id, machine, tuple(sorted(files.items())))
+
+
+def _file_name(path: str) -> str:
+    """The source's file name alone, so the output does not depend on where it was compiled."""
+    return Path(path).name
 
 
 def plan_model(workflow: CheckedWorkflow) -> formats.Plan:

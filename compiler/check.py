@@ -169,7 +169,9 @@ def check_next(c: _Context) -> list[Diagnostic]:
                     help = "`next` must name a top-level step or `end`"
                 else:
                     message = f"`next` names `{target}`, but there is no step `{target}`"
-                    help = _known("the top-level steps are", sorted(top)) + ", or `end`"
+                    help = did_you_mean(target, sorted(top)) or (
+                        _known("the top-level steps are", sorted(top)) + ", or `end`"
+                    )
                 found.append(Diagnostic("E0102", "error", message, item.target.span, help))
     return found
 
@@ -191,6 +193,9 @@ def check_route_ids(c: _Context) -> list[Diagnostic]:
 
 
 def check_flow(c: _Context) -> list[Diagnostic]:
+    top = {s.id.value for s in c.workflow.steps}
+    if any(_next_of(c.workflow, i) not in top | {"end"} for i in range(len(c.workflow.steps))):
+        return []  # an unknown `next` is reported already; the flow is not known
     reached, cycle = _reachable(c.workflow)
     found = []
     if cycle:
@@ -264,7 +269,8 @@ def check_paths(c: _Context) -> list[Diagnostic]:
             problem = path_problem(text.value)
             if problem:
                 help = "paths are relative to the workspace, like `out/report.json`"
-                found.append(Diagnostic("E0401", "error", f"`{text.value}` {problem}", text.span, help))
+                shown = f"`{text.value}`" if text.value else "this path"
+                found.append(Diagnostic("E0401", "error", f"{shown} {problem}", text.span, help))
     return found
 
 
@@ -276,6 +282,13 @@ def _paths(item: ast.Item) -> tuple[ast.Text, ...]:
     if isinstance(item, ast.Prompt) and item.path is not None:
         return (item.path,)
     return ()
+
+
+def did_you_mean(word: str, names: list[str]) -> str | None:
+    import difflib
+
+    close = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
+    return f"did you mean `{close[0]}`?" if close else None
 
 
 def path_problem(path: str) -> str | None:

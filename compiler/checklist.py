@@ -8,6 +8,8 @@ order moved as a note. Constraints are attached to the tasks they name.
 
 from __future__ import annotations
 
+import difflib
+
 from todoflow.dsl import ast
 from todoflow.dsl.diagnostics import Diagnostic, Note
 
@@ -41,7 +43,6 @@ def resolve_checklist(
             tasks[index].action.value,
             tasks[index].expected.value,
             constraints[index],
-            tasks[index].span,
         )
         for position, index in enumerate(ordering.order, start=1)
     )
@@ -118,7 +119,9 @@ def _references(block: ast.Tasks, labels: dict[str, int]) -> list[Diagnostic]:
         if name.value not in labels:
             known = ", ".join(f"`{label}`" for label in labels) or "none (label a task with `label: ...`)"
             message = f"no task is labelled `{name.value}` in this `tasks` block"
-            found.append(Diagnostic("E0302", "error", message, name.span, f"the labels here are {known}"))
+            close = difflib.get_close_matches(name.value, list(labels), n=1, cutoff=0.6)
+            help = f"did you mean `{close[0]}`?" if close else f"the labels here are {known}"
+            found.append(Diagnostic("E0302", "error", message, name.span, help))
     return found
 
 
@@ -159,4 +162,5 @@ def _constraints(block: ast.Tasks, labels: dict[str, int], count: int) -> list[t
         targets = range(count) if constraint.on_all else sorted({labels[t.value] for t in constraint.targets})
         for index in targets:
             attached[index].append(constraint.text.value)
-    return [tuple(texts) for texts in attached]
+    shared: dict[tuple[str, ...], tuple[str, ...]] = {}  # most tasks share the same constraints
+    return [shared.setdefault(tuple(texts), tuple(texts)) for texts in attached]

@@ -45,7 +45,6 @@ class CheckedTask:
     action: str
     expected_result: str
     constraints: tuple[str, ...]
-    span: Span = field(compare=False)
 
 
 @node

@@ -29,12 +29,24 @@ PROMPT_KINDS: tuple[PromptKind, ...] = (
 )
 
 
+# Leaves keep their position inline rather than in a Span of their own: they are most
+# of the tree, and this halves what each costs in memory. `Name(value, *span)` builds one.
+
+
 @node
 class Name:
     """An identifier as written: a step, route, task label or provider."""
 
     value: str
-    span: Span = field(compare=False)
+    path: str = field(compare=False)
+    line: int = field(compare=False)
+    column: int = field(compare=False)
+    end_line: int = field(compare=False)
+    end_column: int = field(compare=False)
+
+    @property
+    def span(self) -> Span:
+        return Span(self.path, self.line, self.column, self.end_line, self.end_column)
 
 
 @node
@@ -42,8 +54,16 @@ class Text:
     """A decoded string; `block` records that it was written as a `\"\"\"` block."""
 
     value: str
-    span: Span = field(compare=False)
+    path: str = field(compare=False)
+    line: int = field(compare=False)
+    column: int = field(compare=False)
+    end_line: int = field(compare=False)
+    end_column: int = field(compare=False)
     block: bool = field(default=False, compare=False)
+
+    @property
+    def span(self) -> Span:
+        return Span(self.path, self.line, self.column, self.end_line, self.end_column)
 
 
 @node
@@ -157,7 +177,11 @@ class Task:
     action: Text
     expected: Text
     after: tuple[Name, ...]
-    span: Span = field(compare=False)
+
+    @property
+    def span(self) -> Span:
+        first = self.label.span if self.label else self.action.span
+        return first.to(self.after[-1].span if self.after else self.expected.span)
 
 
 @node

@@ -28,10 +28,12 @@ class Builder:
     def __init__(self) -> None:
         self.path = "<string>"
         self.problems: list[Diagnostic] = []
+        self.names: dict[str, str] = {}
 
     def reset(self, path: str) -> None:
         self.path = path
         self.problems = []
+        self.names = {}
 
     # -- helpers ---------------------------------------------------------------
 
@@ -42,17 +44,20 @@ class Builder:
         return Span(self.path, token.line, token.column, token.end_line, token.end_column)  # type: ignore[arg-type]
 
     def _name_of(self, token: Token) -> ast.Name:
-        span = Span(self.path, token.line, token.column, token.end_line, token.end_column)  # type: ignore[arg-type]
-        return ast.Name(str(token), span)
+        # one string object per distinct name: labels and ids repeat across a workflow
+        value = self.names.setdefault(token, str(token))
+        return ast.Name(value, self.path, token.line, token.column, token.end_line, token.end_column)  # type: ignore[arg-type]
 
     def _text_of(self, token: Token) -> ast.Text:
-        span = Span(self.path, token.line, token.column, token.end_line, token.end_column)  # type: ignore[arg-type]
+        path, line, column = self.path, token.line, token.column
+        end_line, end_column = token.end_line, token.end_column
         if token.type == "BLOCK_STRING":
-            return ast.Text(decode_block(token, self.path, span.line, span.column, self.problems), span, True)
+            value = decode_block(token, path, line, column, self.problems)  # type: ignore[arg-type]
+            return ast.Text(value, path, line, column, end_line, end_column, True)  # type: ignore[arg-type]
         value = token[1:-1]
         if "\\" in value:
-            value = decode_plain(token, self.path, span.line, span.column, self.problems)
-        return ast.Text(value, span)
+            value = decode_plain(token, path, line, column, self.problems)  # type: ignore[arg-type]
+        return ast.Text(value, path, line, column, end_line, end_column)  # type: ignore[arg-type]
 
     # -- rules -----------------------------------------------------------------
 
@@ -119,7 +124,7 @@ class Builder:
         else:
             label, action, expected, after = None, c[0], c[1], c[3:]
         names = tuple([self._name_of(t) for t in after])
-        return ast.Task(label, self._text_of(action), self._text_of(expected), names, self._span(c[0], c[-1]))
+        return ast.Task(label, self._text_of(action), self._text_of(expected), names)
 
     def constraint(self, c: Children) -> ast.Constraint:
         on_all = c[-1].type == "ALL"

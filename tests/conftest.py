@@ -11,6 +11,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.todoflow"))
 FIXTURES = ROOT / "tests" / "fixtures"
 VALID = sorted((FIXTURES / "valid").glob("*.todoflow"))
 INVALID = sorted((FIXTURES / "invalid").glob("*.todoflow"))
+WARNING = sorted((FIXTURES / "warning").glob("*.todoflow"))
 FMT = sorted((FIXTURES / "fmt").glob("*.todoflow"))
 
 

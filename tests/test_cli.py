@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -150,3 +153,92 @@ def test_fmt_leaves_a_broken_file_alone(tmp_path: Path) -> None:
 def test_version() -> None:
     result = run_cli("--version")
     assert (result.returncode, result.stdout.strip()) == (0, "todoflow 0.1.0")
+
+
+def test_compile_writes_every_artifact(tmp_path: Path) -> None:
+    result = run_cli("compile", relative(EXAMPLES[0]), "-o", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    written = sorted(
+        p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*") if p.is_file()
+    )
+    workflow = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert "plan.json" in written and "step_config.json" in written
+    assert any(name.startswith("machines/") and name.endswith(".py") for name in written)
+    assert any(name.startswith("machines/") and name.endswith(".mmd") for name in written)
+    assert any(name.startswith("prompts/") for name in written)
+    assert len(workflow["source_sha256"]) == 64
+
+
+def test_compile_to_stdout_prints_plan_json() -> None:
+    result = run_cli("compile", "examples/release.todoflow", "-o", "-")
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["steps"][0]["id"] == "prepare"
+    assert "note[N0301]" in result.stderr
+
+
+def test_compile_writes_nothing_when_there_is_an_error(tmp_path: Path) -> None:
+    broken = ROOT / "tests" / "fixtures" / "invalid" / "task-cycles.todoflow"
+    result = run_cli("compile", str(broken), "-o", str(tmp_path / "out"))
+    assert result.returncode == 1
+    assert "error[E0301]" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("fmt", ["mermaid", "md", "dot"])
+def test_graph_formats_are_deterministic(fmt: str) -> None:
+    first = run_cli("graph", "examples/release.todoflow", "--format", fmt)
+    second = run_cli("graph", "examples/release.todoflow", "--format", fmt)
+    assert first.returncode == 0
+    assert first.stdout == second.stdout
+    assert "s2_ship_revise" in first.stdout or "ship: Revise" in first.stdout
+    assert "0x" not in first.stdout
+
+
+def test_graph_direction_and_one_step() -> None:
+    result = run_cli(
+        "graph", "examples/data-pipeline.todoflow", "--direction", "TB", "--step", "transform-exports"
+    )
+    assert result.returncode == 0
+    assert result.stdout.startswith("stateDiagram-v2\n    direction TB\n")
+    assert "Intake" in result.stdout and "s1_transform_exports_revise" in result.stdout
+    missing = run_cli("graph", "examples/data-pipeline.todoflow", "--step", "nope")
+    assert missing.returncode == 2 and "no step `nope`" in missing.stderr
+
+
+def test_graph_svg_runs_graphviz(tmp_path: Path) -> None:
+    fake = tmp_path / "dot"
+    fake.write_text('#!/bin/sh\necho "<svg><!-- $1 -->"\ncat | head -c 20\necho "</svg>"\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run(
+        [sys.executable, "-m", "todoflow", "graph", "examples/release.todoflow", "--format", "svg"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("<svg><!-- -Tsvg -->\ndigraph")
+
+
+def test_graph_svg_without_graphviz_says_which_package(tmp_path: Path) -> None:
+    env = {**os.environ, "PATH": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "-m", "todoflow", "graph", "examples/release.todoflow", "--format", "svg"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].endswith("(e.g. `apt-get install graphviz`)")
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("name", ["plan", "step-config", "todos"])
+def test_schema_prints_json_schema(name: str) -> None:
+    result = run_cli("schema", name)
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["type"] == "object"

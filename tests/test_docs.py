@@ -1,5 +1,5 @@
-"""Docs that run: every `todoflow` block in the docs parses, and every `todoflow error`
-block renders exactly the diagnostics shown in the `text` block after it."""
+"""Docs that run: every `todoflow` block in the docs checks clean, and every
+`todoflow check` block renders exactly the diagnostics shown in the `text` block after it."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from todoflow.dsl import try_parse
+from todoflow.api import analyze
 from todoflow.dsl.diagnostics import render_all
 
-from .conftest import ROOT
+from .conftest import ROOT, run_cli
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```([\w ]*)\n(.*?)^```\n", re.M | re.S)
@@ -28,7 +28,7 @@ def _cases() -> list[tuple[str, str, str | None]]:
         for index, (info, body) in enumerate(blocks):
             if info == "todoflow":
                 cases.append((f"{path.name}#{index}", body, None))
-            elif info == "todoflow error":
+            elif info == "todoflow check":
                 following = blocks[index + 1] if index + 1 < len(blocks) else ("", "")
                 assert following[0] == "text", f"{path.name}: an error example needs its output"
                 cases.append((f"{path.name}#{index}", body, following[1]))
@@ -45,10 +45,23 @@ def test_the_docs_have_examples() -> None:
 
 @pytest.mark.parametrize(("where", "source", "expected"), CASES, ids=[c[0] for c in CASES])
 def test_doc_example(where: str, source: str, expected: str | None) -> None:
-    result = try_parse(source, "example.todoflow")
+    result = analyze(source, "example.todoflow", ROOT / "docs")
     if expected is None:
-        assert result.diagnostics == (), where
+        assert [d for d in result.diagnostics if d.severity != "note"] == [], where
     else:
-        assert render_all(result.diagnostics, {"example.todoflow": source}).rstrip("\n") == expected.rstrip(
-            "\n"
-        )
+        assert render_all(result.diagnostics, result.sources).rstrip("\n") == expected.rstrip("\n")
+
+
+def test_readme_console_session_is_what_the_cli_prints(tmp_path: Path) -> None:
+    blocks = _blocks(ROOT / "README.md")
+    source = next(body for info, body in blocks if info == "todoflow")
+    session = next(body for info, body in blocks if info == "console")
+    (tmp_path / "release.todoflow").write_text(source)
+    commands = re.split(r"^\$ ", session, flags=re.M)[1:]
+    assert commands
+    for command in commands:
+        line, _, expected = command.partition("\n")
+        words = line.split()
+        assert words[0] == "todoflow"
+        result = run_cli(*words[1:], cwd=tmp_path)
+        assert result.stderr + result.stdout == expected, line

@@ -7,6 +7,7 @@ pytest plugin and users' own code work with.
 
 from __future__ import annotations
 
+import json
 import os
 from functools import cached_property
 from pathlib import Path
@@ -72,12 +73,12 @@ class Compiled:
     @property
     def plan(self) -> dict[str, Any]:
         """plan.json as data."""
-        return self.artifacts.plan.model_dump(mode="json", exclude_none=True)
+        return json.loads(self.artifacts.file("plan.json"))  # type: ignore[no-any-return]
 
     @property
     def step_config(self) -> dict[str, Any]:
         """step_config.json as data."""
-        return self.artifacts.step_config.model_dump(mode="json", exclude_none=True)
+        return json.loads(self.artifacts.file("step_config.json"))  # type: ignore[no-any-return]
 
     @property
     def machine_source(self) -> str:

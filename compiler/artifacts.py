@@ -16,8 +16,12 @@ from pathlib import Path
 from todoflow.dsl.nodes import node
 
 from . import formats
-from .machine import Machine, module_source, workflow_machine
+from .machine import Machine, module_source, structure_problems, workflow_machine
 from .model import AgentConfigs, CheckedStep, CheckedWorkflow
+
+
+class CompilerError(Exception):
+    """An internal inconsistency of the compiler, never a problem of the source."""
 
 
 @node
@@ -34,6 +38,9 @@ def emit(workflow: CheckedWorkflow) -> Artifacts:
     from .diagrams import mermaid
 
     machine = workflow_machine(workflow)
+    problems = structure_problems(machine)
+    if problems:  # the checks above should make this impossible: a compiler bug, said plainly
+        raise CompilerError(f"the machine of workflow `{workflow.id}` is malformed: " + "; ".join(problems))
     files = {
         "plan.json": formats.plan_json((_plan_step(s) for s in workflow.steps), workflow.source_sha256),
         "step_config.json": step_config_model(workflow).to_json(),

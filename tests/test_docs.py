@@ -65,3 +65,17 @@ def test_readme_console_session_is_what_the_cli_prints(tmp_path: Path) -> None:
         assert words[0] == "todoflow"
         result = run_cli(*words[1:], cwd=tmp_path)
         assert result.stderr + result.stdout == expected, line
+
+
+PYTHON = [
+    (f"{path.name}#{i}", body)
+    for path in DOCS
+    for i, (info, body) in enumerate(_blocks(path))
+    if info == "python"
+]
+
+
+@pytest.mark.parametrize(("where", "code"), PYTHON, ids=[p[0] for p in PYTHON])
+def test_python_examples_run(where: str, code: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    exec(compile(code, where, "exec"), {"__name__": "docs_example"})

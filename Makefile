@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-PACKAGES := todoflow dsl compiler grammars
+PACKAGES := todoflow dsl compiler runtime grammars
 TYPECHECK := build/typecheck
 
 .PHONY: setup demo test lint typecheck pytest bench clean
@@ -36,6 +36,7 @@ typecheck: setup
 	for f in todoflow/*; do ln -s "$$PWD/$$f" $(TYPECHECK)/todoflow/; done
 	ln -s "$$PWD/dsl" $(TYPECHECK)/todoflow/dsl
 	ln -s "$$PWD/compiler" $(TYPECHECK)/todoflow/compiler
+	ln -s "$$PWD/runtime" $(TYPECHECK)/todoflow/runtime
 	ln -s "$$PWD/grammars" $(TYPECHECK)/todoflow/grammars
 	cd $(TYPECHECK) && "$$OLDPWD/$(BIN)/mypy" --config-file "$$OLDPWD/pyproject.toml" -p todoflow
 

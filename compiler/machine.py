@@ -22,7 +22,7 @@ from typing import Any
 
 from todoflow.dsl.nodes import node
 
-from .model import CheckedStep, CheckedWorkflow
+from .model import CheckedStep, CheckedWorkflow, StepKind
 
 END = "end"
 EVENTS = ("submit_tasks", "confirm", "teleport_revise_tasks", "submit_revision")
@@ -103,10 +103,18 @@ def step_machine(step: CheckedStep) -> Machine:
 
 
 def _step_states(step: CheckedStep, prefix: str) -> tuple[tuple[MachineState, ...], list[MachineTransition]]:
-    def state(role: str, name: str, initial: bool = False, final: bool = False) -> MachineState:
-        return MachineState(f"{prefix}_{role}", name, step.id, role, initial, final)
+    return checklist(step.kind, step.id, prefix)
 
-    if step.kind == "regular":
+
+def checklist(
+    kind: StepKind, step_id: str, prefix: str
+) -> tuple[tuple[MachineState, ...], list[MachineTransition]]:
+    """The states and transitions of one step of `kind`, their ids prefixed by `prefix`."""
+
+    def state(role: str, name: str, initial: bool = False, final: bool = False) -> MachineState:
+        return MachineState(f"{prefix}_{role}", name, step_id, role, initial, final)
+
+    if kind == "regular":
         work, done = state("work", "Work", initial=True), state("done", "Done", final=True)
         return (work, done), [MachineTransition(work.id, done.id, "confirm")]
     intake, cursor = state("intake", "Intake", initial=True), state("cursor", "Cursor")

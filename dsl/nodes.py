@@ -16,6 +16,7 @@ from dataclasses import MISSING, Field, FrozenInstanceError, field
 from typing import Any, TypeVar, dataclass_transform
 
 _C = TypeVar("_C", bound=type)
+_N = TypeVar("_N")
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(field,))
@@ -93,3 +94,12 @@ _METHODS = {
     "__setattr__": _setattr,
     "__delattr__": _delattr,
 }
+
+
+def replace(obj: _N, **changes: Any) -> _N:
+    """A copy of node `obj` with some fields changed."""
+    fields = type(obj)._node_fields  # type: ignore[attr-defined]
+    unknown = set(changes) - set(fields)
+    if unknown:
+        raise TypeError(f"{type(obj).__name__} has no field {sorted(unknown)[0]!r}")
+    return type(obj)(**{name: changes.get(name, getattr(obj, name)) for name in fields})

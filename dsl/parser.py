@@ -18,6 +18,7 @@ from . import ast
 from .builder import Builder
 from .diagnostics import Diagnostic, TodoflowError, has_errors, sort_key
 from .grammar import load_parser
+from .nodes import replace
 from .recovery import Recovery
 from .spans import Span
 
@@ -81,7 +82,7 @@ def parse(text: str, path: str | None = None) -> ast.Workflow:
 
 def _with_comments(workflow: ast.Workflow, tokens: list[Token], text: str, path: str) -> ast.Workflow:
     comments = tuple(_comment(token, text, path) for token in tokens)
-    return ast.Workflow(workflow.id, workflow.title, workflow.members, workflow.span, comments)
+    return replace(workflow, comments=comments)
 
 
 def _comment(token: Token, text: str, path: str) -> ast.Comment:

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from todoflow.dsl.diagnostics import Diagnostic, render_all
 from todoflow.sources import STDIN, UnreadableError, display_name, read_source
@@ -62,6 +62,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     schema = commands.add_parser("schema", help="print the JSON Schema of a file format")
     schema.add_argument("name", choices=["plan", "step-config", "todos"])
+
+    run = commands.add_parser("run", help="run a workflow, or resume a run")
+    run.add_argument("file", nargs="?", metavar="FILE", help="the workflow to run")
+    run.add_argument(
+        "--agent", default="human", metavar="AGENT", help="`human` (default) or `scripted:REPLIES.yaml`"
+    )
+    run.add_argument("--tasks", metavar="TASKS.json", help="a ready checklist for the first todo_task step")
+    run.add_argument("--run-dir", default=".todoflow/runs", metavar="DIR", help="where runs live")
+    run.add_argument("--workspace", default=".", metavar="DIR", help="where steps read and write files")
+    run.add_argument("--resume", metavar="PROCESS_ID", help="continue a stopped or killed run")
+    run.add_argument(
+        "--accept-changed-definition",
+        action="store_true",
+        help="resume even if the source changed since the start",
+    )
+
+    status = commands.add_parser("status", help="list runs, or show one run's card")
+    status.add_argument("process_id", nargs="?", metavar="PROCESS_ID")
+    status.add_argument("--run-dir", default=".todoflow/runs", metavar="DIR")
+    status.add_argument("--json", action="store_true", help="print the card as JSON")
+    status.add_argument("--svg", metavar="FILE", help="export the card as an SVG image")
     return parser
 
 
@@ -73,6 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "compile": lambda: _compile(args.file, args.output),
         "graph": lambda: _graph(args.file, args.format, args.direction, args.step),
         "schema": lambda: _schema(args.name),
+        "run": lambda: _run(args),
+        "status": lambda: _status(args.run_dir, args.process_id, args.json, args.svg),
     }
     try:
         return commands[args.command]()
@@ -155,6 +178,161 @@ def _graph(path: str, output: str, direction: str, step_id: str | None) -> int:
         print(f"todoflow: error: {error}", file=sys.stderr)
         return EXIT_ERRORS
     return EXIT_OK
+
+
+EXIT_RESUMABLE = 3
+
+
+def _run(args: argparse.Namespace) -> int:
+    from todoflow.runtime.agents import ScriptError
+    from todoflow.runtime.directive import PromptError
+    from todoflow.runtime.plan import PlanError
+    from todoflow.runtime.store import StoreError
+
+    if bool(args.file) == bool(args.resume):
+        print("todoflow: error: give a workflow FILE to run, or --resume PROCESS_ID", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return _resume(args) if args.resume else _start(args)
+    except (PlanError, StoreError, ScriptError, PromptError) as error:
+        print(f"todoflow: error: {error}", file=sys.stderr)
+        return EXIT_ERRORS
+
+
+def _start(args: argparse.Namespace) -> int:
+    from todoflow.compiler.artifacts import emit
+    from todoflow.runtime import process
+    from todoflow.runtime.plan import from_plan
+
+    analysis = _analyze(args.file)
+    if not _report(analysis):
+        return EXIT_ERRORS
+    assert analysis.workflow is not None
+    artifacts = emit(analysis.workflow)
+    ready: dict[str, Any] = {}
+    if args.tasks:
+        import json as json_
+
+        from todoflow.compiler.formats import Plan
+
+        plan = from_plan(Plan.model_validate(json_.loads(artifacts.file("plan.json"))), "", "", None)
+        ready, notes = process.ready_from_file(Path(args.tasks), plan)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+    workspace = str(Path(args.workspace).resolve())
+    meta = {
+        "title": analysis.workflow.title,
+        "source": str(Path(args.file).resolve()),
+        "source_sha256": analysis.workflow.source_sha256,
+        "workspace": workspace,
+    }
+    folder = process.create(Path(args.run_dir), artifacts, meta, ready)
+    print(f"started {folder.name} (run folder {folder})", file=sys.stderr)
+    return _drive(args, folder.name)
+
+
+def _resume(args: argparse.Namespace) -> int:
+    import hashlib
+
+    from todoflow.runtime import process
+
+    meta = (
+        process.read_meta(Path(args.run_dir) / args.resume)
+        if (Path(args.run_dir) / args.resume).is_dir()
+        else {}
+    )
+    source = Path(meta.get("source", ""))
+    if meta and source.is_file():
+        current = hashlib.sha256(normalize_source(source.read_text(encoding="utf-8")).encode()).hexdigest()
+        if current != meta.get("source_sha256") and not args.accept_changed_definition:
+            print(
+                f"todoflow: error: {source} changed since run {args.resume} started "
+                f"(source_sha256 {meta.get('source_sha256', '?')[:12]}… is now {current[:12]}…); "
+                "the run continues "
+                "only with the definition it started with: pass --accept-changed-definition to do that",
+                file=sys.stderr,
+            )
+            return EXIT_ERRORS
+    return _drive(args, args.resume)
+
+
+def normalize_source(text: str) -> str:
+    from todoflow.dsl.parser import normalize
+
+    return normalize(text)
+
+
+def _drive(args: argparse.Namespace, process_id: str) -> int:
+    from todoflow.runtime import process
+    from todoflow.runtime.agents import HumanAgent, ScriptedAgent
+    from todoflow.runtime.driver import drive
+
+    engine, store = process.open_process(Path(args.run_dir), process_id)
+    try:
+        store.repair()
+        agent_spec: str = args.agent
+        if agent_spec == "human":
+            agent: Any = HumanAgent(sys.stdin, sys.stdout)
+        elif agent_spec.startswith("scripted:"):
+            agent = ScriptedAgent.from_file(Path(agent_spec.removeprefix("scripted:")), engine.workspace)
+        else:
+            print(
+                f"todoflow: error: unknown agent `{agent_spec}`; use `human` or `scripted:FILE`",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        outcome = drive(engine, agent, sys.stdout)
+        store.write_todos(store.state())
+    finally:
+        store.close()
+    if outcome == "complete":
+        return EXIT_OK
+    print(f"resume with: todoflow run --resume {process_id} --run-dir {args.run_dir}", file=sys.stderr)
+    return EXIT_ERRORS if outcome == "refused" else EXIT_RESUMABLE
+
+
+def _status(run_dir: str, process_id: str | None, as_json: bool, svg: str | None) -> int:
+    from todoflow.runtime import process
+    from todoflow.runtime.card import card_data, card_svg, card_text
+
+    if process_id is None:
+        rows = []
+        for folder, meta in process.all_metas(Path(run_dir)):
+            engine, store = process.open_process(Path(run_dir), folder.name)
+            try:
+                directive = engine.directive()
+            finally:
+                store.close()
+            rows.append(
+                {"process_id": folder.name, "workflow": meta.get("workflow_id"), **_summary_row(directive)}
+            )
+        if as_json:
+            print(json.dumps(rows, indent=2, ensure_ascii=False))
+        elif not rows:
+            print(f"no runs in {run_dir}")
+        for row in rows if not as_json else []:
+            print(f"{row['process_id']}  {row['status']:<9} {row['where']}")
+        return EXIT_OK
+    engine, store = process.open_process(Path(run_dir), process_id)
+    try:
+        directive = engine.directive()
+    finally:
+        store.close()
+    if svg:
+        Path(svg).write_text(card_svg(directive), encoding="utf-8")
+        print(f"wrote {svg}", file=sys.stderr)
+    if as_json:
+        print(json.dumps(card_data(directive), indent=2, ensure_ascii=False))
+    elif not svg:
+        sys.stdout.write(card_text(directive))
+    return EXIT_OK
+
+
+def _summary_row(directive: Any) -> dict[str, str]:
+    if directive.completed:
+        return {"status": "complete", "where": "result {}"}
+    step = directive.step.id if directive.step else ""
+    return {"status": "open", "where": f"{step}: {directive.role}"}
 
 
 def _schema(name: str) -> int:

@@ -1,0 +1,150 @@
+"""The passive engine: `directive()` says what the current node asks, `step()` applies one
+reply. It never calls an agent; drivers call it, one reply at a time.
+
+A step, under the process's lock: the attempt id must be the current one; the reply
+must be valid for the node (`runtime.replies`); a ready checklist must be passed on
+unchanged; a step that would complete must find its expected files in the
+workspace. Only then is the entry written (one fsync) and the state advanced. A
+refused reply changes nothing and comes back with the reason and the current
+directive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .directive import Directive
+from .replies import IntakeReply, Refused, RevisionReply, TeleportReply, WorkReply, parse_reply
+from .state import ProcessState, attempt_id, leave, settle
+from .store import Store
+
+Clock = Callable[[], str]
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Refusal(Exception):
+    """A reply the engine did not apply: why, and the directive that still stands."""
+
+    def __init__(self, reason: str, directive: Directive) -> None:
+        super().__init__(reason)
+        self.reason, self.directive = reason, directive
+
+
+class Engine:
+    def __init__(
+        self,
+        store: Store,
+        workspace: Path,
+        workflow: Mapping[str, str],
+        clock: Clock = utc_now,
+    ) -> None:
+        self.store, self.plan, self.workspace = store, store.plan, workspace
+        self.workflow = dict(workflow)
+        self.clock = clock
+
+    @property
+    def process_id(self) -> str:
+        return self.store.process_id
+
+    def directive(self) -> Directive:
+        with self.store.locked() as state:
+            return self._directive(state)
+
+    def step(self, attempt: str, data: Mapping[str, Any], by: str = "agent") -> Directive:
+        """Apply one reply; returns the next directive, or raises `Refusal`."""
+        with self.store.locked() as state:
+            current = self._directive(state)
+            if state.finished:
+                raise Refusal("the run is complete; there is nothing to reply to", current)
+            if attempt != current.attempt_id:
+                reason = (
+                    f"attempt `{attempt}` is stale or used; the current attempt is `{current.attempt_id}`"
+                )
+                raise Refusal(reason, current)
+            try:
+                entry = self._entry(state, parse_reply(state.node, dict(data)), by)
+                settled = settle(self.plan, state, entry)
+                if settled.step_complete:
+                    self._check_outputs(settled)
+            except Refused as refused:
+                raise Refusal(refused.reason, current) from None
+            after = leave(self.plan, settled, entry["at"])
+            self.store.commit(entry, state, settled, after)
+            return self._directive(after)
+
+    def _directive(self, state: ProcessState) -> Directive:
+        step = self.plan.step(state.step_id) if state.step_id else None
+        return Directive(self.process_id, attempt_id(self.process_id, state.seq), state, step, self.workflow)
+
+    def _entry(self, state: ProcessState, reply: object, by: str) -> dict[str, Any]:
+        entry: dict[str, Any] = {"seq": state.seq + 1, "at": self.clock(), "by": by, "step": state.step_id}
+        if isinstance(reply, IntakeReply):
+            tasks = [t.model_dump() for t in reply.tasks]
+            self._check_ready(state, tasks)
+            return entry | {
+                "type": "submit_tasks",
+                "tasks": tasks,
+                "checklist_outcome": reply.progress_checklist_outcome,
+            }
+        if isinstance(reply, WorkReply):
+            return entry | {
+                "type": "confirm",
+                "position": state.position,
+                "evidence": reply.evidence,
+                "outcome": reply.progress_execution_outcome,
+            }
+        if isinstance(reply, TeleportReply):
+            if state.node != "work" or self.plan.step(state.step_id or "").kind != "todo_task":
+                raise Refused("teleportTo is only possible while working on a task of a todo_task step")
+            return entry | {"type": "teleport", "position": state.position}
+        assert isinstance(reply, RevisionReply)
+        tasks = [t.model_dump() for t in reply.tasks]
+        for given, old in zip(
+            tasks, state.tasks, strict=False
+        ):  # a task kept as it was keeps its constraints
+            if old.constraints and (given["action"], given["expected_result"]) == (
+                old.action,
+                old.expected_result,
+            ):
+                given["constraints"] = list(old.constraints)
+        return entry | {
+            "type": "revise",
+            "tasks": tasks,
+            "resume_from_task": reply.resume_from_task,
+            "checklist_outcome": reply.progress_checklist_outcome,
+            "work_outcome": reply.progress_execution_outcome,
+        }
+
+    def _check_ready(self, state: ProcessState, tasks: list[dict[str, Any]]) -> None:
+        """A ready checklist belongs to its author: it is passed on as it is, and keeps its constraints."""
+        ready = self.plan.step(state.step_id or "").ready_tasks
+        if ready is None:
+            return
+        if len(tasks) != len(ready):
+            raise Refused(
+                f"tasks holds {len(tasks)} tasks; the ready checklist has {len(ready)}, passed on unchanged"
+            )
+        for index, (given, expected) in enumerate(zip(tasks, ready, strict=True)):
+            for field in ("action", "expected_result"):
+                if given[field] != getattr(expected, field):
+                    raise Refused(
+                        f"tasks[{index}].{field} differs from the ready checklist; "
+                        "pass its wording on unchanged"
+                    )
+            if expected.constraints:
+                given["constraints"] = list(expected.constraints)
+
+    def _check_outputs(self, settled: ProcessState) -> None:
+        step = self.plan.step(settled.step_id or "")
+        for name in step.expected_files:
+            if not (self.workspace / name).exists():
+                raise Refused(
+                    f"step `{step.id}` cannot complete: "
+                    f"its expected file `{name}` does not exist in the workspace"
+                )

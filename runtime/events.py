@@ -1,0 +1,148 @@
+"""The seed's vocabulary, derived from the journal: events.jsonl and todos/<step>.json.
+
+Both are derived data: they can be rebuilt from the journal at any time, so they
+are written without fsync and rebuilt after a crash. Evidence appears only here, in
+the history (`TodoTaskItemCompleted.evidence`), never in todos, progress or results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from todoflow.compiler import formats
+
+from .plan import RunPlan, RunStep
+from .state import ProcessState
+
+Event = dict[str, Any]
+
+
+def _todo_id(position: int) -> str:
+    return f"todo_{position}"
+
+
+def _base(name: str, step: RunStep, entry: Mapping[str, Any], process_id: str) -> Event:
+    return {
+        "event": name,
+        "process_id": process_id,
+        "seq": entry["seq"],
+        "at": entry["at"],
+        "step_index": step.index,
+        "step_path": f"steps[{step.index}]",
+        "step_id": step.id,
+    }
+
+
+def entry_events(
+    plan: RunPlan, before: ProcessState, settled: ProcessState, entry: Mapping[str, Any], process_id: str
+) -> list[Event]:
+    """The events one journal entry causes, from the states before and after it (at least one)."""
+    assert before.step_id is not None
+    step = plan.step(before.step_id)
+    kind = entry["type"]
+    events: list[Event] = []
+
+    def event(name: str, **fields: Any) -> None:
+        events.append(_base(name, step, entry, process_id) | fields)
+
+    if kind == "teleport":
+        event("TodoTaskRevisionStarted", todo_id=_todo_id(before.position), reason="teleport-revise-tasks")
+    if kind == "revise":
+        event("TodoTaskChecklistRevised", resume_from_task=entry["resume_from_task"], total=settled.total)
+    old_statuses, new_statuses = _statuses(before), _statuses(settled)
+    for index, task in enumerate(settled.tasks):
+        todo = _todo_id(index + 1)
+        fresh = kind == "submit_tasks" or index >= len(before.tasks)
+        old = "pending" if fresh else old_statuses[index]
+        changed = not fresh and before.tasks[index] != task
+        new = new_statuses[index]
+        if fresh and step.kind == "todo_task":
+            event(
+                "TodoTaskItemCreated",
+                todo_id=todo,
+                title=task.action,
+                description=task.expected_result,
+                priority="medium",
+                created_by="orchestrator",
+            )
+        if new == "completed" and (old != "completed" or changed):
+            fields: dict[str, Any] = {"todo_id": todo, "title": task.action, "completed_by": "orchestrator"}
+            if kind == "confirm" and index == before.position - 1:
+                fields |= {"result": entry["outcome"], "evidence": entry["evidence"]}
+            event("TodoTaskItemCompleted", **fields)
+        elif new != old or changed:
+            event(
+                "TodoTaskItemUpdated",
+                todo_id=todo,
+                title=task.action,
+                old_status=old,
+                new_status=new,
+                notes="revised" if changed else "",
+                updated_by="orchestrator",
+            )
+    for index in range(settled.total, before.total):
+        event(
+            "TodoTaskItemUpdated",
+            todo_id=_todo_id(index + 1),
+            title=before.tasks[index].action,
+            old_status=old_statuses[index],
+            new_status="removed",
+            notes="revised",
+            updated_by="orchestrator",
+        )
+    if settled.step_complete:
+        name = "TodoTaskStepCompleted" if step.kind == "todo_task" else "StepCompleted"
+        event(
+            name,
+            step_title=step.title,
+            total_iterations=settled.step_replies,
+            total_todos_count=settled.total,
+            completed_count=settled.total,
+            completion_reason="every task confirmed",
+            next_step_id=step.next_step_id,
+        )
+    return events
+
+
+def _statuses(state: ProcessState) -> list[str]:
+    out = []
+    for position in range(1, state.total + 1):
+        if position < state.position or state.step_complete:
+            out.append("completed")
+        elif position == state.position and state.node == "work":
+            out.append("in_progress")
+        else:
+            out.append("pending")
+    return out
+
+
+def todos(step: RunStep, state: ProcessState) -> formats.Todos:
+    """todos.json of `step` as `state` holds it (settled: a complete step is all done)."""
+    statuses = _statuses(state)
+    items = []
+    for index, task in enumerate(state.tasks):
+        created, updated = state.times[index] if index < len(state.times) else ("", "")
+        result = state.progress.results[index] if index < len(state.progress.results) else None
+        items.append(
+            formats.TodoItem(
+                id=_todo_id(index + 1),
+                title=task.action,
+                description=task.expected_result,
+                priority="medium",
+                status=statuses[index],  # type: ignore[arg-type]
+                assigned_agent=None,
+                result=result if statuses[index] == "completed" else None,
+                created_at=created,
+                updated_at=updated,
+            )
+        )
+    summary = formats.TodoSummary(
+        total=len(items),
+        completed=statuses.count("completed"),
+        in_progress=statuses.count("in_progress"),
+        open=statuses.count("pending"),
+    )
+    return formats.Todos(
+        step_id=step.id, objective=step.description or step.title, todos=items, summary=summary
+    )

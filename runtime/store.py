@@ -1,0 +1,238 @@
+"""Where a process lives: the journal is the truth, everything else is derived from it.
+
+`FolderStore` keeps a run folder:
+
+    run.json             who the process is: workflow, source, its sha256, when it started
+    plan/                the plan the run started with (plan.json, step_config.json, prompts/)
+    journal.jsonl        append-only; one line per applied reply, fsynced before the step returns
+    snapshot.json        the state after some entry, replaced atomically now and then (fast loading)
+    events.jsonl         the seed's events, derived; rebuilt from the journal after a crash
+    todos/<step>.json    the seed's todos.json per todo_task step, derived
+    lock                 steps on one process take this file lock, one at a time
+
+A step costs one fsync whatever the run's length. A crash can leave at most a torn
+last journal line, which no one was ever told about: loading drops it. `MemoryStore`
+has the same interface without files, for tests, benchmarks and embedding; a shared
+database would be a third implementation of `Store`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from .events import entry_events, todos
+from .plan import RunPlan
+from .state import ProcessState, apply, from_json, initial_state, to_json
+
+SNAPSHOT_EVERY = 100
+Entry = Mapping[str, Any]
+
+
+class StoreError(Exception):
+    """A run folder that cannot be used, with the reason."""
+
+
+class Store(Protocol):
+    process_id: str
+    plan: RunPlan
+
+    def locked(self) -> contextlib.AbstractContextManager[ProcessState]:
+        """Hold the process for one step; yields its current state."""
+        ...
+
+    def commit(self, entry: Entry, before: ProcessState, settled: ProcessState, after: ProcessState) -> None:
+        """Make one entry durable (called inside `locked`)."""
+        ...
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The journal, in order."""
+        ...
+
+
+class MemoryStore:
+    """A store that keeps everything in memory."""
+
+    def __init__(self, process_id: str, plan: RunPlan, started_at: str) -> None:
+        self.process_id, self.plan = process_id, plan
+        self.state = initial_state(plan, started_at)
+        self.journal: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[ProcessState]:
+        with self._lock:
+            yield self.state
+
+    def commit(self, entry: Entry, before: ProcessState, settled: ProcessState, after: ProcessState) -> None:
+        self.journal.append(dict(entry))
+        self.events += entry_events(self.plan, before, settled, entry, self.process_id)
+        self.state = after
+
+    def entries(self) -> list[dict[str, Any]]:
+        return list(self.journal)
+
+
+class FolderStore:
+    def __init__(self, folder: Path, plan: RunPlan, meta: Mapping[str, Any]) -> None:
+        self.folder, self.plan, self.meta = folder, plan, dict(meta)
+        self.process_id: str = meta["process_id"]
+        self._thread_lock = threading.Lock()
+        self._state: ProcessState | None = None
+        self._offset = 0  # bytes of the journal folded into _state
+        self._journal = os.open(folder / "journal.jsonl", os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        self._events = os.open(folder / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._lockfile = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+
+    def close(self) -> None:
+        for handle in (self._journal, self._events, self._lockfile):
+            os.close(handle)
+
+    # -- loading -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[ProcessState]:
+        with self._thread_lock:
+            fcntl.flock(self._lockfile, fcntl.LOCK_EX)
+            try:
+                yield self._refresh()
+            finally:
+                fcntl.flock(self._lockfile, fcntl.LOCK_UN)
+
+    def state(self) -> ProcessState:
+        with self.locked() as state:
+            return state
+
+    def _refresh(self) -> ProcessState:
+        """The current state: the cached one, plus whatever others appended since."""
+        size = os.fstat(self._journal).st_size
+        if self._state is not None and size == self._offset:
+            return self._state
+        if self._state is None:
+            self._state, self._offset = self._from_snapshot()
+        self._state, self._offset = self._replay(self._state, self._offset, size)
+        return self._state
+
+    def _from_snapshot(self) -> tuple[ProcessState, int]:
+        start = initial_state(self.plan, self.meta["started_at"])
+        try:
+            data = json.loads((self.folder / "snapshot.json").read_text(encoding="utf-8"))
+            return from_json(data["state"]), int(data["offset"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return start, 0  # no snapshot, or a damaged one: replay the journal from the start
+
+    def _replay(self, state: ProcessState, offset: int, size: int) -> tuple[ProcessState, int]:
+        data = os.pread(self._journal, size - offset, offset)
+        complete = data.rfind(b"\n") + 1
+        if complete < len(data):  # a torn last line: the step never returned, so drop it
+            os.ftruncate(self._journal, offset + complete)
+        for line in data[:complete].splitlines():
+            entry = json.loads(line)
+            if entry["seq"] != state.seq + 1:
+                raise StoreError(
+                    f"journal of {self.process_id}: entry {entry['seq']} follows entry {state.seq}"
+                )
+            state = apply(self.plan, state, entry)
+        return state, offset + complete
+
+    def entries(self) -> list[dict[str, Any]]:
+        with open(self.folder / "journal.jsonl", "rb") as handle:
+            return [json.loads(line) for line in handle.read().splitlines() if line.endswith(b"}")]
+
+    # -- writing -------------------------------------------------------------------
+
+    def commit(self, entry: Entry, before: ProcessState, settled: ProcessState, after: ProcessState) -> None:
+        line = (json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        os.write(self._journal, line)
+        os.fsync(self._journal)  # the step is confirmed once this returns
+        self._offset += len(line)
+        self._state = after
+        events = entry_events(self.plan, before, settled, entry, self.process_id)
+        os.write(self._events, b"".join(_line(event) for event in events))
+        if settled.step_complete or after.seq % SNAPSHOT_EVERY == 0:
+            self.write_todos(settled)
+            self._write_snapshot(after)
+
+    def write_todos(self, state: ProcessState) -> None:
+        """Refresh todos/<step>.json of the state's step (a todo_task step with a checklist)."""
+        if state.step_id is None or not state.tasks:
+            return
+        step = self.plan.step(state.step_id)
+        if step.kind == "todo_task":
+            write_atomically(self.folder / "todos" / f"{step.id}.json", todos(step, state).to_json())
+
+    def _write_snapshot(self, state: ProcessState) -> None:
+        snapshot = {"offset": self._offset, "state": to_json(state)}
+        write_atomically(self.folder / "snapshot.json", json.dumps(snapshot, ensure_ascii=False) + "\n")
+
+    # -- derived files after a crash ---------------------------------------------------
+
+    def repair(self) -> bool:
+        """Rebuild events.jsonl and todos/ from the journal if a crash left them behind it."""
+        with self.locked() as state:
+            if _last_seq(self.folder / "events.jsonl") == state.seq:
+                return False
+            lines: list[bytes] = []
+            current = initial_state(self.plan, self.meta["started_at"])
+            from .state import leave, settle
+
+            for entry in self.entries():
+                settled = settle(self.plan, current, entry)
+                lines += [
+                    _line(event)
+                    for event in entry_events(self.plan, current, settled, entry, self.process_id)
+                ]
+                if settled.step_complete:
+                    self.write_todos(settled)
+                current = leave(self.plan, settled, entry["at"])
+            write_atomically(self.folder / "events.jsonl", b"".join(lines).decode())
+            os.close(self._events)
+            self._events = os.open(self.folder / "events.jsonl", os.O_WRONLY | os.O_APPEND)
+            self.write_todos(state)
+            return True
+
+
+def _line(event: Mapping[str, Any]) -> bytes:
+    return (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+def _last_seq(path: Path) -> int:
+    """The journal sequence number the last complete event line was derived from."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 65536))
+            tail = handle.read()
+    except OSError:
+        return -1
+    if not tail:
+        return 0
+    if not tail.endswith(b"\n"):
+        return -1
+    try:
+        return int(json.loads(tail.splitlines()[-1])["seq"])
+    except (ValueError, KeyError):
+        return -1
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace `path` with `text` so a reader sees the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

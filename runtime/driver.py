@@ -52,15 +52,15 @@ def drive(engine: Engine, agent: Agent, out: TextIO) -> str:
 
 def _progress_line(directive: Directive) -> str:
     state = directive.state
-    if directive.completed:
+    if state.finished:
         return "-> complete: result {}\n"
-    step = directive.step.id if directive.step else ""
     if state.node == "intake":
-        return f"[{step}] Checklist: waiting for the checklist\n"
-    done = state.position - 1
-    action = f": {directive.task.action}" if directive.task else ""
-    blocks = f"Checklist {done}/{state.total} -> Prepare {state.position}/{state.total}"
-    return f"[{step}] {blocks} -> {directive.role}{action}\n"
+        return f"[{state.step_id}] Checklist: waiting for the checklist\n"
+    position, total = state.position, state.total
+    blocks = f"[{state.step_id}] Checklist {position - 1}/{total} -> Prepare {position}/{total}"
+    if state.node == "revise":
+        return f"{blocks} -> Revise checklist\n"
+    return f"{blocks} -> Task {position}/{total}: {state.tasks[position - 1].action}\n"
 
 
 __all__ = ["PromptError", "drive"]

@@ -59,21 +59,19 @@ class Engine:
     def step(self, attempt: str, data: Mapping[str, Any], by: str = "agent") -> Directive:
         """Apply one reply; returns the next directive, or raises `Refusal`."""
         with self.store.locked() as state:
-            current = self._directive(state)
             if state.finished:
-                raise Refusal("the run is complete; there is nothing to reply to", current)
-            if attempt != current.attempt_id:
-                reason = (
-                    f"attempt `{attempt}` is stale or used; the current attempt is `{current.attempt_id}`"
-                )
-                raise Refusal(reason, current)
+                raise Refusal("the run is complete; there is nothing to reply to", self._directive(state))
+            current = attempt_id(self.process_id, state.seq)
+            if attempt != current:
+                reason = f"attempt `{attempt}` is stale or used; the current attempt is `{current}`"
+                raise Refusal(reason, self._directive(state))
             try:
-                entry = self._entry(state, parse_reply(state.node, dict(data)), by)
+                entry = self._entry(state, parse_reply(state.node, data), by)
                 settled = settle(self.plan, state, entry)
                 if settled.step_complete:
                     self._check_outputs(settled)
             except Refused as refused:
-                raise Refusal(refused.reason, current) from None
+                raise Refusal(refused.reason, self._directive(state)) from None
             after = leave(self.plan, settled, entry["at"])
             self.store.commit(entry, state, settled, after)
             return self._directive(after)

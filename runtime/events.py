@@ -22,8 +22,10 @@ def _todo_id(position: int) -> str:
     return f"todo_{position}"
 
 
-def _base(name: str, step: RunStep, entry: Mapping[str, Any], process_id: str) -> Event:
-    return {
+def _base(
+    name: str, step: RunStep, entry: Mapping[str, Any], process_id: str, fields: dict[str, Any]
+) -> Event:
+    event = {
         "event": name,
         "process_id": process_id,
         "seq": entry["seq"],
@@ -32,6 +34,8 @@ def _base(name: str, step: RunStep, entry: Mapping[str, Any], process_id: str) -
         "step_path": f"steps[{step.index}]",
         "step_id": step.id,
     }
+    event.update(fields)
+    return event
 
 
 def entry_events(
@@ -44,20 +48,70 @@ def entry_events(
     events: list[Event] = []
 
     def event(name: str, **fields: Any) -> None:
-        events.append(_base(name, step, entry, process_id) | fields)
+        events.append(_base(name, step, entry, process_id, fields))
 
-    if kind == "teleport":
+    if kind == "confirm":  # the common step: two events, whatever the length of the list
+        position = before.position
+        result = {"result": entry["outcome"], "evidence": entry["evidence"]}
+        if step.kind == "todo_task":
+            task = before.tasks[position - 1]
+            event(
+                "TodoTaskItemCompleted",
+                todo_id=_todo_id(position),
+                title=task.action,
+                completed_by="orchestrator",
+                **result,
+            )
+            if not settled.step_complete:
+                following = settled.tasks[settled.position - 1]
+                event(
+                    "TodoTaskItemUpdated",
+                    todo_id=_todo_id(settled.position),
+                    title=following.action,
+                    old_status="pending",
+                    new_status="in_progress",
+                    notes="",
+                    updated_by="orchestrator",
+                )
+        else:
+            event("StepConfirmed", **result)
+    elif kind == "teleport":
         event("TodoTaskRevisionStarted", todo_id=_todo_id(before.position), reason="teleport-revise-tasks")
-    if kind == "revise":
+    else:
+        events += _list_changes(step, before, settled, entry, process_id)
+    if settled.step_complete:
+        name = "TodoTaskStepCompleted" if step.kind == "todo_task" else "StepCompleted"
+        event(
+            name,
+            step_title=step.title,
+            total_iterations=settled.step_replies,
+            total_todos_count=settled.total,
+            completed_count=settled.total,
+            completion_reason="every task confirmed",
+            next_step_id=step.next_step_id,
+        )
+    return events
+
+
+def _list_changes(
+    step: RunStep, before: ProcessState, settled: ProcessState, entry: Mapping[str, Any], process_id: str
+) -> list[Event]:
+    """Events for a new or revised checklist: each item created, changed, moved on or removed."""
+    events: list[Event] = []
+
+    def event(name: str, **fields: Any) -> None:
+        events.append(_base(name, step, entry, process_id, fields))
+
+    if entry["type"] == "revise":
         event("TodoTaskChecklistRevised", resume_from_task=entry["resume_from_task"], total=settled.total)
     old_statuses, new_statuses = _statuses(before), _statuses(settled)
     for index, task in enumerate(settled.tasks):
         todo = _todo_id(index + 1)
-        fresh = kind == "submit_tasks" or index >= len(before.tasks)
+        fresh = entry["type"] == "submit_tasks" or index >= before.total
         old = "pending" if fresh else old_statuses[index]
         changed = not fresh and before.tasks[index] != task
         new = new_statuses[index]
-        if fresh and step.kind == "todo_task":
+        if fresh:
             event(
                 "TodoTaskItemCreated",
                 todo_id=todo,
@@ -67,10 +121,7 @@ def entry_events(
                 created_by="orchestrator",
             )
         if new == "completed" and (old != "completed" or changed):
-            fields: dict[str, Any] = {"todo_id": todo, "title": task.action, "completed_by": "orchestrator"}
-            if kind == "confirm" and index == before.position - 1:
-                fields |= {"result": entry["outcome"], "evidence": entry["evidence"]}
-            event("TodoTaskItemCompleted", **fields)
+            event("TodoTaskItemCompleted", todo_id=todo, title=task.action, completed_by="orchestrator")
         elif new != old or changed:
             event(
                 "TodoTaskItemUpdated",
@@ -90,17 +141,6 @@ def entry_events(
             new_status="removed",
             notes="revised",
             updated_by="orchestrator",
-        )
-    if settled.step_complete:
-        name = "TodoTaskStepCompleted" if step.kind == "todo_task" else "StepCompleted"
-        event(
-            name,
-            step_title=step.title,
-            total_iterations=settled.step_replies,
-            total_todos_count=settled.total,
-            completed_count=settled.total,
-            completion_reason="every task confirmed",
-            next_step_id=step.next_step_id,
         )
     return events
 
@@ -123,26 +163,28 @@ def todos(step: RunStep, state: ProcessState) -> formats.Todos:
     items = []
     for index, task in enumerate(state.tasks):
         created, updated = state.times[index] if index < len(state.times) else ("", "")
-        result = state.progress.results[index] if index < len(state.progress.results) else None
-        items.append(
-            formats.TodoItem(
-                id=_todo_id(index + 1),
-                title=task.action,
-                description=task.expected_result,
-                priority="medium",
-                status=statuses[index],  # type: ignore[arg-type]
-                assigned_agent=None,
-                result=result if statuses[index] == "completed" else None,
-                created_at=created,
-                updated_at=updated,
-            )
-        )
-    summary = formats.TodoSummary(
-        total=len(items),
-        completed=statuses.count("completed"),
-        in_progress=statuses.count("in_progress"),
-        open=statuses.count("pending"),
-    )
-    return formats.Todos(
-        step_id=step.id, objective=step.description or step.title, todos=items, summary=summary
-    )
+        item = {
+            "id": _todo_id(index + 1),
+            "title": task.action,
+            "description": task.expected_result,
+            "priority": "medium",
+            "status": statuses[index],
+            "created_at": created,
+            "updated_at": updated,
+        }
+        if statuses[index] == "completed" and index < len(state.progress.results):
+            item["result"] = state.progress.results[index]
+        items.append(item)
+    summary = {
+        "total": len(items),
+        "completed": statuses.count("completed"),
+        "in_progress": statuses.count("in_progress"),
+        "open": statuses.count("pending"),
+    }
+    data = {
+        "step_id": step.id,
+        "objective": step.description or step.title,
+        "todos": items,
+        "summary": summary,
+    }
+    return formats.Todos.model_validate(data)

@@ -85,7 +85,14 @@ class RunPlan:
     source_sha256: str | None
 
     def step(self, step_id: str) -> RunStep:
-        return next(s for s in self.steps if s.id == step_id)
+        index = _INDEX.get(id(self))
+        if index is None or index[0] is not self:
+            index = _INDEX[id(self)] = (self, {s.id: s for s in self.steps})
+        return index[1][step_id]
+
+
+# step id -> step, per plan: the engine looks steps up several times a step
+_INDEX: dict[int, tuple[RunPlan, dict[str, RunStep]]] = {}
 
 
 def load_plan(folder: Path, workflow_id: str, title: str) -> RunPlan:

@@ -51,11 +51,7 @@ def create(
 
 def open_process(run_dir: Path, process_id: str, clock: Clock = utc_now) -> tuple[Engine, FolderStore]:
     folder = run_dir / process_id
-    try:
-        meta = json.loads((folder / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        known = ", ".join(p.name for p in processes(run_dir)) or "none"
-        raise StoreError(f"no run `{process_id}` in {run_dir} (runs: {known})") from error
+    meta = read_meta(folder)
     plan = _plan(folder, meta)
     store = FolderStore(folder, plan, meta)
     workspace = Path(meta.get("workspace") or ".")
@@ -87,7 +83,11 @@ def processes(run_dir: Path) -> list[Path]:
 
 
 def read_meta(folder: Path) -> dict[str, Any]:
-    return json.loads((folder / "run.json").read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    try:
+        return json.loads((folder / "run.json").read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    except (OSError, ValueError) as error:
+        known = ", ".join(p.name for p in processes(folder.parent)) or "none"
+        raise StoreError(f"no run `{folder.name}` in {folder.parent} (runs: {known})") from error
 
 
 def ready_from_file(path: Path, plan: RunPlan) -> tuple[dict[str, tuple[Task, ...]], list[str]]:

@@ -95,7 +95,7 @@ def parse_reply(node: str, data: Any) -> Reply:
     try:
         reply = model.model_validate(data)
     except ValidationError as error:
-        raise Refused(_reason(error, data)) from None
+        raise Refused(_reason(error, node)) from None
     if isinstance(reply, RevisionReply) and reply.resume_from_task > len(reply.tasks) + 1:
         limit = len(reply.tasks) + 1
         raise Refused(
@@ -104,11 +104,23 @@ def parse_reply(node: str, data: Any) -> Reply:
     return reply
 
 
-def _reason(error: ValidationError, data: Any) -> str:
-    return "; ".join(_one(e, data) for e in error.errors(include_url=False)[:3])
+_TAKES = {
+    "intake": "`tasks` and `progress_checklist_outcome`",
+    "work": "`evidence` and `progress_execution_outcome`, or `teleportTo`",
+    "revise": "`tasks`, `resume_from_task`, `progress_checklist_outcome` and `progress_execution_outcome`",
+}
 
 
-def _one(error: Any, data: Any) -> str:
+def _reason(error: ValidationError, node: str) -> str:
+    errors = error.errors(include_url=False)
+    strays = [e for e in errors if e["type"] == "extra_forbidden" and len(e["loc"]) == 1]
+    if strays:  # a reply meant for another node: say what this one takes
+        names = ", ".join(f"`{e['loc'][0]}`" for e in strays)
+        return f"{names} is not part of a reply at {node}: it takes {_TAKES[node]}"
+    return "; ".join(_one(e) for e in errors[:3])
+
+
+def _one(error: Any) -> str:
     field = _path(error["loc"])
     kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
     if kind == "missing":

@@ -127,7 +127,6 @@ def settle(plan: RunPlan, state: ProcessState, entry: Mapping[str, Any]) -> Proc
     kind, at = entry["type"], entry["at"]
     replies = state.agent_replies + (entry.get("by", "agent") == "agent")
     progress = state.progress
-    state = replace(state, step_replies=state.step_replies + 1)
     if kind == "submit_tasks":
         tasks = tuple(
             Task(t["action"], t["expected_result"], tuple(t.get("constraints", ()))) for t in entry["tasks"]
@@ -144,7 +143,9 @@ def settle(plan: RunPlan, state: ProcessState, entry: Mapping[str, Any]) -> Proc
     if kind == "teleport":
         target = move(step.kind, state.node, EVENTS[kind], has_task=True)
         assert target == "revise", f"teleport is not allowed at {state.node}"
-        return replace(state, seq=state.seq + 1, node=target, agent_replies=replies)
+        return replace(
+            state, seq=state.seq + 1, node=target, agent_replies=replies, step_replies=state.step_replies + 1
+        )
     if kind == "revise":
         tasks = tuple(
             Task(t["action"], t["expected_result"], tuple(t.get("constraints", ()))) for t in entry["tasks"]
@@ -189,15 +190,14 @@ def _after(
         state.completed_steps,
         replies,
         times,
-        state.step_replies,
+        state.step_replies + 1,
     )
 
 
 def _enter(plan: RunPlan, step_id: str, state: ProcessState, at: str) -> ProcessState:
     """The state at the start of step `step_id` (or the end of the workflow)."""
-    state = replace(state, step_replies=0)
     if step_id == "end":
-        return replace(state, step_id=None, node=FINISHED, tasks=(), position=1, times=())
+        return replace(state, step_id=None, node=FINISHED, tasks=(), position=1, times=(), step_replies=0)
     step = plan.step(step_id)
     if step.kind == "regular":
         task = Task(
@@ -205,9 +205,25 @@ def _enter(plan: RunPlan, step_id: str, state: ProcessState, at: str) -> Process
         )
         fresh = Progress(None, None, (PENDING,))
         return replace(
-            state, step_id=step_id, node="work", tasks=(task,), position=1, progress=fresh, times=((at, at),)
+            state,
+            step_id=step_id,
+            node="work",
+            tasks=(task,),
+            position=1,
+            progress=fresh,
+            times=((at, at),),
+            step_replies=0,
         )
-    return replace(state, step_id=step_id, node="intake", tasks=(), position=1, progress=Progress(), times=())
+    return replace(
+        state,
+        step_id=step_id,
+        node="intake",
+        tasks=(),
+        position=1,
+        progress=Progress(),
+        times=(),
+        step_replies=0,
+    )
 
 
 def to_json(state: ProcessState) -> dict[str, Any]:

@@ -236,13 +236,9 @@ def _resume(args: argparse.Namespace) -> int:
 
     from todoflow.runtime import process
 
-    meta = (
-        process.read_meta(Path(args.run_dir) / args.resume)
-        if (Path(args.run_dir) / args.resume).is_dir()
-        else {}
-    )
+    meta = process.read_meta(Path(args.run_dir) / args.resume)
     source = Path(meta.get("source", ""))
-    if meta and source.is_file():
+    if source.is_file():
         current = hashlib.sha256(normalize_source(source.read_text(encoding="utf-8")).encode()).hexdigest()
         if current != meta.get("source_sha256") and not args.accept_changed_definition:
             print(

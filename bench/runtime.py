@@ -1,0 +1,159 @@
+"""Runtime speed: the cost of one engine step, against floors measured in the same run.
+
+1. A 100-task run and a 1,000-task run (10 steps x 100 tasks) with a scripted agent
+   and the durable run folder, against the floor of appending one state-change line
+   to a file and fsyncing it, per step, with no engine.
+2. The engine with an in-memory store against bare python-statemachine transitions
+   (the compiled workflow's StateChart driven by the same events).
+
+    .venv/bin/python bench/runtime.py
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import todoflow  # noqa: E402
+from todoflow.runtime import process  # noqa: E402
+from todoflow.runtime.agents import ScriptedAgent  # noqa: E402
+from todoflow.runtime.driver import drive  # noqa: E402
+from todoflow.runtime.engine import Engine  # noqa: E402
+from todoflow.runtime.plan import from_plan  # noqa: E402
+from todoflow.runtime.store import MemoryStore  # noqa: E402
+
+
+def source(steps: int, tasks: int) -> str:
+    out = ['workflow bench "Runtime benchmark" {']
+    for s in range(steps):
+        out.append(f'    todo_task s{s} "Step {s}" {{\n        tasks {{')
+        out += [f'            "Task {t} of step {s}" => "Task {t} is checked"' for t in range(tasks)]
+        out.append("        }\n    }")
+    return "\n".join(out) + "\n}\n"
+
+
+def replies(steps: int, tasks: int) -> list[dict[str, str]]:
+    return [
+        {"evidence": f"checked task {i}", "progress_execution_outcome": f"task {i} done"}
+        for i in range(steps * tasks)
+    ]
+
+
+def durable_run(folder: Path, steps: int, tasks: int) -> tuple[float, int]:
+    compiled = todoflow.compile(source(steps, tasks), path="bench.todoflow")
+    compiled.raise_for_errors()
+    meta = {"process_id": f"bench-{steps}x{tasks}", "title": "bench", "workspace": str(folder)}
+    process.create(folder / "runs", compiled.artifacts, meta)
+    engine, store = process.open_process(folder / "runs", meta["process_id"])
+    agent = ScriptedAgent(replies(steps, tasks), folder)
+    start = time.perf_counter()
+    outcome = drive(engine, agent, io.StringIO())
+    elapsed = time.perf_counter() - start
+    store.close()
+    assert outcome == "complete", outcome
+    return elapsed, len(store.entries())
+
+
+def fsync_floor(folder: Path, count: int) -> float:
+    line = b'{"seq":1,"type":"confirm","position":1,"node":"work"}\n'
+    handle = os.open(folder / "floor.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    start = time.perf_counter()
+    for _ in range(count):
+        os.write(handle, line)
+        os.fsync(handle)
+    elapsed = time.perf_counter() - start
+    os.close(handle)
+    return elapsed / count
+
+
+class _Model:
+    def __init__(self, remaining: int) -> None:
+        self.remaining = remaining
+
+    def has_task(self) -> bool:
+        return self.remaining > 0
+
+    def past_end(self) -> bool:
+        return self.remaining <= 0
+
+
+def bare_statechart(tasks: int) -> float:
+    """Per step: the compiled StateChart alone, driven through intake and every confirm."""
+    compiled = todoflow.compile(source(1, tasks), path="bench.todoflow")
+    model = _Model(tasks)
+    chart = compiled.machine_class(model=model)
+    start = time.perf_counter()
+    chart.send("submit_tasks")
+    for _ in range(tasks):
+        model.remaining -= 1
+        chart.send("confirm")
+    return (time.perf_counter() - start) / (tasks + 1)
+
+
+def memory_engine(tasks: int) -> float:
+    compiled = todoflow.compile(source(1, tasks), path="bench.todoflow")
+    plan = from_plan(compiled.artifacts and _plan(compiled), "bench", "bench", None)
+    store = MemoryStore("bench", plan, "2026-01-01T00:00:00Z")
+    engine = Engine(store, Path("."), {"id": "bench", "title": "bench"})
+    directive = engine.directive()
+    start = time.perf_counter()
+    ready = directive.ready_tasks or ()
+    directive = engine.step(
+        directive.attempt_id,
+        {
+            "tasks": [{"action": t.action, "expected_result": t.expected_result} for t in ready],
+            "progress_checklist_outcome": "ready",
+        },
+        by="caller",
+    )
+    for reply in replies(1, tasks):
+        directive = engine.step(directive.attempt_id, reply)
+    assert directive.completed
+    return (time.perf_counter() - start) / (tasks + 1)
+
+
+def _plan(compiled: todoflow.Compiled):  # type: ignore[no-untyped-def]
+    from todoflow.compiler.formats import Plan
+
+    return Plan.model_validate(compiled.plan)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(dir=ROOT) as temporary:
+        folder = Path(temporary)
+        small, small_steps = durable_run(folder / "small", 1, 100)
+        large, large_steps = durable_run(folder / "large", 10, 100)
+        floor = fsync_floor(folder, 1000)
+    per_small, per_large = small / small_steps, large / large_steps
+    rows = [
+        ("floor: append + fsync one line", floor, ""),
+        (
+            f"100-task run ({small_steps} steps)",
+            per_small,
+            f"{per_small / floor:5.2f}x floor (target <= 2.0)",
+        ),
+        (
+            f"1,000-task run ({large_steps} steps)",
+            per_large,
+            f"{per_large / floor:5.2f}x floor (target <= 2.0)",
+        ),
+    ]
+    for name, value, ratio in rows:
+        print(f"{name:40s} {value * 1e6:8.1f} us per step  {ratio}")
+    print(f"{'1,000-task / 100-task, per step':40s} {per_large / per_small:8.2f}x  (target <= 1.3)")
+    bare = min(bare_statechart(100) for _ in range(3))
+    engine = min(memory_engine(100) for _ in range(3))
+    print(f"{'bare python-statemachine transitions':40s} {bare * 1e6:8.1f} us per step")
+    ratio = f"{engine / bare:5.2f}x (target <= 3.0)"
+    print(f"{'engine, in-memory store':40s} {engine * 1e6:8.1f} us per step  {ratio}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Runs `todoflow` and kills itself with SIGKILL at the N-th durable-store operation.
+
+Used by tests/test_crash.py. Operations are counted across the journal and events
+writes, the journal syncs and the atomic replaces of todos and snapshots. CRASH_MODE
+says where in that operation the process dies: `before` it, `partial` (half of the
+bytes written, or a temporary file left behind), or `after` it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from todoflow.cli import main
+from todoflow.runtime import process  # noqa: F401 - bound to the real write_atomically: creating a run is not a crash point
+from todoflow.runtime import store as store_module
+
+CRASH_AT = int(os.environ["CRASH_AT"])
+MODE = os.environ["CRASH_MODE"]
+_counter = [0]
+_real_atomic = store_module.write_atomically
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _reached() -> bool:
+    _counter[0] += 1
+    return _counter[0] == CRASH_AT
+
+
+class _Os:
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+    def write(self, fd: int, data: bytes) -> int:
+        if _reached():
+            if MODE == "partial":
+                os.write(fd, data[: max(1, len(data) // 2)])
+            elif MODE == "after":
+                os.write(fd, data)
+            _die()
+        return os.write(fd, data)
+
+    def pwrite(self, fd: int, data: bytes, offset: int) -> int:
+        if _reached():
+            if MODE == "partial":
+                os.pwrite(fd, data[: max(1, len(data) // 2)], offset)
+            elif MODE == "after":
+                os.pwrite(fd, data, offset)
+            _die()
+        return os.pwrite(fd, data, offset)
+
+    def fsync(self, fd: int) -> None:
+        self._sync(os.fsync, fd)
+
+    def fdatasync(self, fd: int) -> None:
+        self._sync(os.fdatasync, fd)
+
+    def _sync(self, sync: Any, fd: int) -> None:
+        if _reached():
+            if MODE != "before":
+                sync(fd)
+            _die()
+        sync(fd)
+
+
+def _atomic(path: Path, text: str) -> None:
+    if _reached():
+        if MODE == "partial":
+            path.parent.mkdir(parents=True, exist_ok=True)
+            (path.parent / f".{path.name}.crashed").write_text(text[: len(text) // 2])
+        elif MODE == "after":
+            _real_atomic(path, text)
+        _die()
+    _real_atomic(path, text)
+
+
+store_module.os = _Os()  # type: ignore[assignment]
+store_module.write_atomically = _atomic
+sys.exit(main(sys.argv[1:]))

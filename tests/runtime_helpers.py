@@ -1,0 +1,81 @@
+"""Helpers for runtime tests: a process from source text, replies, reading a run folder."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import todoflow
+from todoflow.runtime import process
+from todoflow.runtime.directive import Directive
+from todoflow.runtime.engine import Engine
+from todoflow.runtime.store import FolderStore
+
+
+class Clock:
+    """A deterministic clock: one second per reading."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+
+    def __call__(self) -> str:
+        self.ticks += 1
+        return f"2026-01-01T00:00:{self.ticks % 60:02d}.{self.ticks // 60:03d}Z"
+
+
+def start(tmp: Path, source: str, process_id: str = "p-1", ready: Any = None) -> tuple[Engine, FolderStore]:
+    compiled = todoflow.compile(source, path="flow.todoflow")
+    compiled.raise_for_errors()
+    workspace = tmp / "workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "process_id": process_id,
+        "title": compiled.plan["steps"][0]["title"],
+        "workspace": str(workspace),
+    }
+    clock = Clock()
+    process.create(tmp / "runs", compiled.artifacts, meta, ready, clock=clock)
+    return process.open_process(tmp / "runs", process_id, clock=clock)
+
+
+def confirm(n: int) -> dict[str, str]:
+    return {"evidence": f"evidence {n}", "progress_execution_outcome": f"outcome {n}"}
+
+
+def tasks(*actions: str) -> list[dict[str, str]]:
+    return [{"action": a, "expected_result": f"{a} is done"} for a in actions]
+
+
+def intake(*actions: str) -> dict[str, Any]:
+    return {"tasks": tasks(*actions), "progress_checklist_outcome": f"{len(actions)} tasks"}
+
+
+def folder_digest(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def events(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+
+
+def walk(engine: Engine, replies: list[dict[str, Any]]) -> Iterator[Directive]:
+    directive = engine.directive()
+    for reply in replies:
+        directive = engine.step(directive.attempt_id, reply)
+        yield directive
+
+
+CHECKLIST = """\
+workflow w "W" {
+    todo_task work "Work" {
+        description "Do the work."
+        output "out.txt"
+    }
+}
+"""

@@ -1,0 +1,202 @@
+"""`todoflow run` and `todoflow status` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+
+from todoflow.compiler.formats import schema
+from todoflow.runtime.store import read_journal
+
+from .conftest import ROOT, run_cli
+
+EXAMPLE = ROOT / "examples" / "release.todoflow"
+REPLIES = ROOT / "examples" / "replies" / "release.yaml"
+
+
+def _runs(folder: Path) -> list[Path]:
+    return sorted((folder / ".todoflow" / "runs").iterdir())
+
+
+def test_scripted_run_of_the_release_example_completes(tmp_path: Path) -> None:
+    result = run_cli("run", str(EXAMPLE), "--agent", f"scripted:{REPLIES}", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "note[N0301]: task `tag` moved after `notes`" in result.stderr  # the reorder, before work starts
+    assert "[ship] Checklist 2/4 -> Prepare 3/4 -> Revise checklist" in result.stdout
+    assert "Task 5/5: Announce on the mailing list" in result.stdout
+    assert "-> complete: result {}" in result.stdout
+    (run,) = _runs(tmp_path)
+    names = {json.loads(line)["event"] for line in (run / "events.jsonl").read_text().splitlines()}
+    assert {
+        "TodoTaskItemCreated",
+        "TodoTaskItemUpdated",
+        "TodoTaskItemCompleted",
+        "TodoTaskStepCompleted",
+    } <= names
+    todos = json.loads((run / "todos" / "ship.json").read_text())
+    jsonschema.validate(todos, json.loads(schema("todos")))
+    assert todos["summary"] == {"total": 5, "completed": 5, "in_progress": 0, "open": 0}
+    assert [t["result"] for t in todos["todos"]][:2] == ["wheel and sdist built", "release notes written"]
+    assert (tmp_path / "final_status.json").exists()
+
+
+def test_blocked_stops_without_confirming_and_resume_continues(tmp_path: Path) -> None:
+    (tmp_path / "branch.json").write_text("{}")
+    typed = "made the branch\nbranch created\nblocked waiting for the build machine\n"
+    first = run_cli("run", str(EXAMPLE), "--agent", "human", stdin=typed, cwd=tmp_path)
+    assert first.returncode == 3
+    assert "blocked: waiting for the build machine" in first.stdout
+    (run,) = _runs(tmp_path)
+    assert f"resume with: todoflow run --resume {run.name}" in first.stderr
+    assert [entry["type"] for entry in read_journal(run)] == ["confirm", "submit_tasks"]
+    status = run_cli("status", run.name, cwd=tmp_path)
+    assert "[Work]      Task 1/4: Build wheels and sdist" in status.stdout
+    more = "wheel built\nbuilt\nquit\n"
+    second = run_cli("run", "--resume", run.name, "--agent", "human", stdin=more, cwd=tmp_path)
+    assert second.returncode == 3
+    assert "Task 2/4: Write release notes" in second.stdout
+    assert len(read_journal(run)) == 3
+
+
+def test_human_revises_the_checklist_line_by_line(tmp_path: Path) -> None:
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    todo_task t "T" {\n        description "Tidy up."\n    }\n}\n')
+    typed = "\n".join(
+        [
+            "sweep => floor clean",
+            "mop => floor shiny",
+            "",
+            "two chores",
+            "swept",
+            "swept the floor",
+            "revise",
+            "sweep => floor clean",
+            "dust => shelves clean",
+            "mop => floor shiny",
+            "",
+            "2",
+            "three chores now",
+            "sweep stays done",
+            "quit",
+        ]
+    )
+    result = run_cli("run", str(flow), "--agent", "human", stdin=typed + "\n", cwd=tmp_path)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "Task 2/3: dust" in result.stdout
+    (run,) = _runs(tmp_path)
+    card = json.loads(run_cli("status", run.name, "--json", cwd=tmp_path).stdout)
+    assert card["checklist"]["results"] == ["swept the floor", "Pending", "Pending"]
+    assert card["work"]["role"] == "Task 2/3"
+
+
+def test_a_refused_scripted_reply_stops_the_run_resumably(tmp_path: Path) -> None:
+    replies = tmp_path / "replies.yaml"
+    replies.write_text("- evidence: '" + "x" * 612 + "'\n  progress_execution_outcome: done\n")
+    result = run_cli("run", str(EXAMPLE), "--agent", f"scripted:{replies}", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "refused: evidence is 612 characters; at most 500" in result.stdout
+    (run,) = _runs(tmp_path)
+    assert read_journal(run) == []
+
+
+def test_resume_refuses_a_changed_definition_unless_accepted(tmp_path: Path) -> None:
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    regular a "A" {\n    }\n}\n')
+    first = run_cli("run", str(flow), "--agent", "human", stdin="", cwd=tmp_path)
+    assert first.returncode == 3
+    (run,) = _runs(tmp_path)
+    flow.write_text('workflow w "W" {\n    regular a "A, changed" {\n    }\n}\n')
+    refused = run_cli("run", "--resume", run.name, "--agent", "human", stdin="", cwd=tmp_path)
+    assert refused.returncode == 1
+    assert "changed since run" in refused.stderr and "--accept-changed-definition" in refused.stderr
+    accepted = run_cli(
+        "run",
+        "--resume",
+        run.name,
+        "--accept-changed-definition",
+        "--agent",
+        "human",
+        stdin="done\nok\n",
+        cwd=tmp_path,
+    )
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+
+
+def test_tasks_file_gives_the_ready_checklist_in_dependency_order(tmp_path: Path) -> None:
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    todo_task t "T" {\n    }\n}\n')
+    ready = [
+        {"label": "deploy", "action": "Deploy", "expected_result": "live", "after": ["test"]},
+        {"label": "test", "action": "Test", "expected_result": "green", "constraints": ["no flaky retries"]},
+    ]
+    (tmp_path / "tasks.json").write_text(json.dumps(ready))
+    result = run_cli(
+        "run", str(flow), "--tasks", "tasks.json", "--agent", "human", stdin="quit\n", cwd=tmp_path
+    )
+    assert "note: step `t`: task `deploy` moved after task `test`: it needs task `test`" in result.stderr
+    assert "Task 1/2: Test" in result.stdout and "constraint: no flaky retries" in result.stdout
+
+
+def test_tasks_file_with_a_cycle_is_refused_naming_the_pair(tmp_path: Path) -> None:
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    todo_task t "T" {\n    }\n}\n')
+    ready = [
+        {"label": "a", "action": "A", "expected_result": "a", "after": ["b"]},
+        {"label": "b", "action": "B", "expected_result": "b", "after": ["a"]},
+    ]
+    (tmp_path / "tasks.json").write_text(json.dumps(ready))
+    result = run_cli("run", str(flow), "--tasks", "tasks.json", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "task `a` and task `b` need each other's result" in result.stderr
+
+
+def test_a_template_error_at_run_time_names_the_template_and_line(tmp_path: Path) -> None:
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text(
+        'workflow w "W" {\n    regular a "A" {\n        prompt work """\n            Do it.\n'
+        '            {{ step.routes[3].name }}\n            """\n    }\n}\n'
+    )
+    result = run_cli("run", str(flow), "--agent", "human", stdin="", cwd=tmp_path)
+    # the human driver shows the fields; the prompt is rendered for agents that read it
+    assert result.returncode == 3
+    (run,) = _runs(tmp_path)
+    status = run_cli("status", run.name, "--json", cwd=tmp_path)
+    assert status.returncode == 0
+    from todoflow.runtime import process
+    from todoflow.runtime.directive import PromptError
+
+    engine, store = process.open_process(tmp_path / ".todoflow" / "runs", run.name)
+    try:
+        try:
+            engine.directive().prompt()
+        except PromptError as error:
+            assert "the `work` prompt of step `a` (prompts/a/work.j2, line 2) failed" in str(error)
+        else:
+            raise AssertionError("the template should fail")
+    finally:
+        store.close()
+
+
+def test_status_lists_runs_and_exports_the_card_as_svg(tmp_path: Path) -> None:
+    run_cli("run", str(EXAMPLE), "--agent", f"scripted:{REPLIES}", cwd=tmp_path)
+    (run,) = _runs(tmp_path)
+    listing = run_cli("status", cwd=tmp_path)
+    assert listing.stdout.startswith(f"{run.name}  complete")
+    rows = json.loads(run_cli("status", "--json", cwd=tmp_path).stdout)
+    assert rows == [
+        {"process_id": run.name, "workflow": "release", "status": "complete", "where": "result {}"}
+    ]
+    svg = run_cli("status", run.name, "--svg", "card.svg", cwd=tmp_path)
+    assert svg.returncode == 0
+    text = (tmp_path / "card.svg").read_text()
+    assert text.startswith("<svg") and ">Checklist<" in text and ">Prepare<" in text and ">Work<" in text
+    missing = run_cli("status", "nope", cwd=tmp_path)
+    assert missing.returncode == 1 and "no run `nope`" in missing.stderr
+
+
+def test_run_usage_errors(tmp_path: Path) -> None:
+    assert run_cli("run", cwd=tmp_path).returncode == 2
+    unknown = run_cli("run", str(EXAMPLE), "--agent", "robot", cwd=tmp_path)
+    assert unknown.returncode == 2 and "unknown agent `robot`" in unknown.stderr

@@ -18,10 +18,14 @@ setup: $(STAMP)
 demo: setup
 	$(BIN)/todoflow check examples/*.todoflow
 	$(BIN)/todoflow fmt --check examples/*.todoflow
-	$(BIN)/todoflow compile examples/release.todoflow -o build/demo/release
-	$(BIN)/todoflow graph examples/release.todoflow
 	@echo "--- a broken workflow, to show the diagnostics:"
 	-$(BIN)/todoflow check tests/fixtures/invalid/unclosed-and-misspelt.todoflow
+	@echo "--- compile, then run the release example with a scripted agent:"
+	$(BIN)/todoflow compile examples/release.todoflow -o build/demo/release
+	rm -rf build/demo/runs build/demo/workspace && mkdir -p build/demo/workspace
+	$(BIN)/todoflow run examples/release.todoflow --agent scripted:examples/replies/release.yaml \
+		--run-dir build/demo/runs --workspace build/demo/workspace
+	$(BIN)/todoflow status --run-dir build/demo/runs
 
 test: setup lint typecheck pytest
 
@@ -46,6 +50,7 @@ pytest: setup
 bench: setup
 	$(BIN)/python bench/parse.py
 	$(BIN)/python bench/compile.py
+	$(BIN)/python bench/runtime.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

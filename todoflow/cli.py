@@ -78,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="resume even if the source changed since the start",
     )
 
+    serve = commands.add_parser("serve", help="serve workflows to MCP clients over stdio")
+    serve.add_argument("folders", nargs="*", metavar="FLOWS_DIR", help="folders of .todoflow workflows")
+    serve.add_argument("--run-dir", default=".todoflow/runs", metavar="DIR", help="where runs live")
+
     status = commands.add_parser("status", help="list runs, or show one run's card")
     status.add_argument("process_id", nargs="?", metavar="PROCESS_ID")
     status.add_argument("--run-dir", default=".todoflow/runs", metavar="DIR")
@@ -96,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "schema": lambda: _schema(args.name),
         "run": lambda: _run(args),
         "status": lambda: _status(args.run_dir, args.process_id, args.json, args.svg),
+        "serve": lambda: _serve(args.folders, args.run_dir),
     }
     try:
         return commands[args.command]()
@@ -321,6 +326,25 @@ def _status(run_dir: str, process_id: str | None, as_json: bool, svg: str | None
         print(json.dumps(card_data(directive), indent=2, ensure_ascii=False))
     elif not svg:
         sys.stdout.write(card_text(directive))
+    return EXIT_OK
+
+
+def _serve(folders: list[str], run_dir: str) -> int:
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        print(
+            "todoflow: error: `todoflow serve` needs the MCP SDK: pip install 'todoflow[mcp]'",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    missing = [f for f in folders if not Path(f).is_dir()]
+    if missing:
+        print(f"todoflow: error: {missing[0]} is not a folder", file=sys.stderr)
+        return EXIT_USAGE
+    from todoflow.runtime.mcp_server import serve
+
+    serve([Path(f) for f in folders], Path(run_dir))
     return EXIT_OK
 
 

@@ -1,0 +1,1 @@
+"""Package data: workflows shipped with todoflow (the built-in `todo-list`)."""

@@ -1,0 +1,353 @@
+"""`todoflow serve`: the Todo List protocol as MCP tools, for any MCP client.
+
+Three tools over one passive engine: `start` (prepare, then execute once), `step` (one
+reply for the current node) and `status`. The external agent is the driver: each
+`step` call is one engine step. Runs live in the same run folders as `todoflow run`,
+so `todoflow status` shows them and a new server continues a run a killed one left.
+Only this module imports the `mcp` SDK (the optional `mcp` extra).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, WithJsonSchema
+
+from todoflow.compiler.artifacts import emit
+from todoflow.dsl.diagnostics import render_all
+
+from . import process
+from .card import card_data
+from .directive import Directive, PromptError
+from .engine import Engine, Refusal
+from .plan import PlanError, parse_ready_tasks
+from .replies import IntakeReply, RevisionReply, TaskItem, TeleportReply, WorkReply
+from .store import FolderStore, StoreError, write_atomically
+
+BUILT_IN = Path(__file__).with_name("flows")
+ALIASES = {"moira/todo-list": "todo-list"}
+
+
+class ServeError(Exception):
+    """A request the server refuses, with the reason (becomes an MCP tool error)."""
+
+
+def _schema(model: type, field: str) -> dict[str, Any]:
+    """The JSON Schema of one field of a reply model, for a tool's published input schema."""
+    schema = dict(model.model_json_schema()["properties"][field])  # type: ignore[attr-defined]
+    schema.pop("title", None)
+    return schema
+
+
+_TASK = {k: v for k, v in TaskItem.model_json_schema().items() if k in ("type", "properties", "required")}
+_TASKS = {
+    "type": "array",
+    "items": _TASK,
+    "minItems": 1,
+    "maxItems": 100,
+    "description": "The checklist, in order: 1 to 100 tasks, each {action, expected_result}.",
+}
+
+
+def _optional(schema: dict[str, Any]) -> Any:
+    return WithJsonSchema({"anyOf": [schema, {"type": "null"}], "default": None})
+
+
+class Workflows:
+    """The workflows a server offers, by workflow id; a broken file keeps its diagnostics."""
+
+    def __init__(self, folders: Iterable[Path]) -> None:
+        self.sources: dict[str, Path] = {}
+        self.broken: dict[str, str] = {}  # workflow id (or file stem) -> rendered diagnostics
+        for file in [
+            *sorted(BUILT_IN.glob("*.todoflow")),
+            *(f for d in folders for f in sorted(d.glob("*.todoflow"))),
+        ]:
+            self._add(file)
+
+    def _add(self, file: Path) -> None:
+        from todoflow.api import compile as compile_workflow
+
+        compiled = compile_workflow(file)
+        if compiled.ok and compiled.workflow is not None:
+            self.sources[compiled.workflow.id] = file
+            self.broken.pop(compiled.workflow.id, None)
+        else:
+            workflow_id = _declared_id(file) or file.stem
+            self.broken[workflow_id] = render_all(compiled.diagnostics, compiled.sources)
+
+    def ids(self) -> list[str]:
+        return sorted(self.sources)
+
+    def compile(self, workflow_id: str) -> Any:
+        from todoflow.api import compile as compile_workflow
+
+        workflow_id = ALIASES.get(workflow_id, workflow_id)
+        if workflow_id in self.broken:
+            raise ServeError(f"workflow `{workflow_id}` does not compile:\n{self.broken[workflow_id]}")
+        if workflow_id not in self.sources:
+            raise ServeError(f"no workflow `{workflow_id}`; this server offers {', '.join(self.ids())}")
+        compiled = compile_workflow(self.sources[workflow_id])
+        if not compiled.ok:  # changed on disk since the server started
+            raise ServeError(render_all(compiled.diagnostics, compiled.sources))
+        return compiled
+
+
+def _declared_id(file: Path) -> str | None:
+    import re
+
+    match = re.search(
+        r"^\s*workflow\s+([a-z][a-z0-9_-]*)", file.read_text(encoding="utf-8", errors="replace"), re.M
+    )
+    return match.group(1) if match else None
+
+
+class TodoService:
+    """The protocol, independent of the transport: what the MCP tools call."""
+
+    def __init__(self, workflows: Workflows, run_dir: Path) -> None:
+        self.workflows, self.run_dir = workflows, run_dir
+        self._engines: dict[str, tuple[Engine, FolderStore]] = {}
+        self._lock = threading.Lock()
+
+    # -- start ---------------------------------------------------------------------------
+
+    def prepare(self, workflow_id: str, parent: str, tasks: Any, goal: str | None) -> dict[str, Any]:
+        compiled = self.workflows.compile(workflow_id)
+        notes = [d.message for d in compiled.diagnostics if d.severity == "note"]
+        count = None
+        if tasks is not None:
+            try:
+                ordered, moved = parse_ready_tasks(tasks, "tasks")
+            except PlanError as error:
+                raise ServeError(str(error)) from None
+            notes += moved
+            count = len(ordered)
+        start_id = f"start-{secrets.token_hex(8)}"
+        record = {
+            "workflowId": compiled.workflow.id,
+            "parentExecutionId": parent,
+            "tasks": tasks,
+            "goal": goal,
+        }
+        write_atomically(self._starts() / f"{start_id}.json", json.dumps(record, ensure_ascii=False) + "\n")
+        steps = [{"id": s["id"], "type": s["type"], "title": s["title"]} for s in compiled.plan["steps"]]
+        return {
+            "startAttemptId": start_id,
+            "workflowId": compiled.workflow.id,
+            "title": compiled.workflow.title,
+            "steps": steps,
+            "taskCount": count,
+            "notes": notes,
+        }
+
+    def execute(self, start_id: str) -> dict[str, Any]:
+        record_file = self._starts() / f"{Path(start_id).name}.json"
+        try:
+            record = json.loads(record_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raise ServeError(
+                f"unknown startAttemptId `{start_id}`: call start with action `prepare` first"
+            ) from None
+        try:  # a start attempt executes once, across servers too
+            claim = os.open(
+                self._starts() / f"{Path(start_id).name}.executed", os.O_CREAT | os.O_EXCL | os.O_WRONLY
+            )
+        except FileExistsError:
+            done = (self._starts() / f"{Path(start_id).name}.executed").read_text(encoding="utf-8").strip()
+            raise ServeError(f"startAttemptId `{start_id}` was executed already (process `{done}`)") from None
+        compiled = self.workflows.compile(record["workflowId"])
+        ready = {}
+        if record["tasks"] is not None:
+            first = next((s["id"] for s in compiled.plan["steps"] if s["type"] == "todo_task"), None)
+            if first is None:
+                raise ServeError(
+                    f"workflow `{record['workflowId']}` has no todo_task step to take a checklist"
+                )
+            ready = {first: parse_ready_tasks(record["tasks"], "tasks")[0]}
+        meta = {
+            "title": compiled.workflow.title,
+            "source": str(self.workflows.sources[compiled.workflow.id].resolve()),
+            "source_sha256": compiled.workflow.source_sha256,
+            "workspace": str(Path.cwd()),
+            "parent_execution_id": record["parentExecutionId"],
+            "start_attempt_id": start_id,
+            "goal": record["goal"],
+        }
+        folder = process.create(self.run_dir, emit(compiled.workflow), meta, ready)
+        os.write(claim, folder.name.encode())
+        os.close(claim)
+        return self._directive(folder.name, self._engine(folder.name).directive())
+
+    def _starts(self) -> Path:
+        folder = self.run_dir / ".starts"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    # -- step and status ---------------------------------------------------------------
+
+    def step(self, process_id: str, attempt: str, reply: dict[str, Any]) -> dict[str, Any]:
+        engine = self._engine(process_id)
+        try:
+            return self._directive(process_id, engine.step(attempt, reply))
+        except Refusal as refusal:
+            current = json.dumps(self._directive(process_id, refusal.directive), ensure_ascii=False, indent=2)
+            raise ServeError(
+                f"refused: {refusal.reason}; nothing changed.\ncurrent directive: {current}"
+            ) from None
+
+    def status(self, process_id: str | None) -> dict[str, Any]:
+        if process_id is not None:
+            directive = self._engine(process_id).directive()
+            return card_data(directive) | {"directive": self._directive(process_id, directive)}
+        runs = []
+        for folder, meta in process.all_metas(self.run_dir):
+            directive = self._engine(folder.name).directive()
+            runs.append(
+                {
+                    "processId": folder.name,
+                    "workflowId": meta.get("workflow_id"),
+                    "completed": directive.completed,
+                    "role": directive.role,
+                }
+            )
+        return {"runs": runs, "workflows": self.workflows.ids()}
+
+    def _engine(self, process_id: str) -> Engine:
+        with self._lock:
+            if process_id not in self._engines:
+                try:
+                    self._engines[process_id] = process.open_process(self.run_dir, Path(process_id).name)
+                except (StoreError, PlanError) as error:
+                    raise ServeError(str(error)) from None
+                self._engines[process_id][1].repair()
+            return self._engines[process_id][0]
+
+    def _directive(self, process_id: str, directive: Directive) -> dict[str, Any]:
+        try:
+            return directive.to_json()
+        except PromptError as error:
+            raise ServeError(str(error)) from None
+
+    def close(self) -> None:
+        with self._lock:
+            for _, store in self._engines.values():
+                store.close()
+            self._engines.clear()
+
+
+def build_server(service: TodoService) -> Any:
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    server = MCPServer(
+        "todoflow",
+        instructions=(
+            "Todo List workflows: call `start` with action `prepare` (a workflowId; optionally a ready "
+            "checklist in `tasks`), then `start` with action `execute`; then call `step` once per directive "
+            "with its processId and attemptId. Do each task and check its expected result before confirming "
+            "it with evidence. If a task is blocked, do not call step. If the checklist is wrong, send "
+            "teleportTo 'teleport-revise-tasks'."
+        ),
+    )
+
+    def guarded(call: Any) -> dict[str, Any]:
+        try:
+            return call()  # type: ignore[no-any-return]
+        except ServeError as error:
+            raise ToolError(str(error)) from None
+
+    @server.tool(
+        description="Start a workflow: `prepare` it (returns a startAttemptId), then `execute` it once."
+    )
+    def start(
+        action: Annotated[
+            Literal["prepare", "execute"], Field(description="`prepare` first, then `execute`.")
+        ],
+        workflowId: Annotated[  # noqa: N803 - the protocol's names
+            str | None, Field(description="For prepare: the workflow, e.g. `todo-list`.")
+        ] = None,
+        parentExecutionId: Annotated[  # noqa: N803
+            str | None, Field(description="For prepare: the caller's execution id, or `none`.")
+        ] = None,
+        tasks: Annotated[
+            list[dict[str, Any]] | None,
+            _optional(
+                _TASKS
+                | {
+                    "description": "For prepare: a ready checklist for the first todo_task step, passed on "
+                    "unchanged; items may add `constraints`, and `label` + `after` to order them."
+                }
+            ),
+        ] = None,
+        goal: Annotated[
+            str | None, Field(description="For prepare: the goal to compose a checklist from.")
+        ] = None,
+        startAttemptId: Annotated[  # noqa: N803
+            str | None, Field(description="For execute: the id prepare returned.")
+        ] = None,
+    ) -> dict[str, Any]:
+        if action == "prepare":
+            if not workflowId:
+                raise ToolError("prepare needs workflowId")
+            return guarded(lambda: service.prepare(workflowId, parentExecutionId or "none", tasks, goal))
+        if not startAttemptId:
+            raise ToolError("execute needs startAttemptId")
+        return guarded(lambda: service.execute(startAttemptId))
+
+    @server.tool(
+        description=(
+            "Apply one reply to the current node of a process. "
+            "intake: `tasks` + `progress_checklist_outcome`. "
+            "work: `evidence` + `progress_execution_outcome` after doing and checking the task, or "
+            "`teleportTo: teleport-revise-tasks` when the checklist is wrong. revise: `tasks`, "
+            "`resume_from_task`, `progress_checklist_outcome`, `progress_execution_outcome`. "
+            "Returns the next directive, or {completed: true, result: {}}."
+        )
+    )
+    def step(
+        processId: Annotated[str, Field(description="The process, from start execute.")],  # noqa: N803
+        attemptId: Annotated[str, Field(description="The attemptId of the current directive.")],  # noqa: N803
+        tasks: Annotated[list[dict[str, Any]] | None, _optional(_TASKS)] = None,
+        progress_checklist_outcome: Annotated[
+            str | None, _optional(_schema(IntakeReply, "progress_checklist_outcome"))
+        ] = None,
+        evidence: Annotated[str | None, _optional(_schema(WorkReply, "evidence"))] = None,
+        progress_execution_outcome: Annotated[
+            str | None, _optional(_schema(WorkReply, "progress_execution_outcome"))
+        ] = None,
+        teleportTo: Annotated[str | None, _optional(_schema(TeleportReply, "teleportTo"))] = None,  # noqa: N803
+        resume_from_task: Annotated[int | None, _optional(_schema(RevisionReply, "resume_from_task"))] = None,
+    ) -> dict[str, Any]:
+        given = {
+            "tasks": tasks,
+            "progress_checklist_outcome": progress_checklist_outcome,
+            "evidence": evidence,
+            "progress_execution_outcome": progress_execution_outcome,
+            "teleportTo": teleportTo,
+            "resume_from_task": resume_from_task,
+        }
+        reply = {k: v for k, v in given.items() if v is not None}
+        return guarded(lambda: service.step(processId, attemptId, reply))
+
+    @server.tool(description="The run card of a process (Checklist -> Prepare -> Work), or every run.")
+    def status(
+        processId: Annotated[str | None, Field(description="A process id; omit to list runs.")] = None,  # noqa: N803
+    ) -> dict[str, Any]:
+        return guarded(lambda: service.status(processId))
+
+    return server
+
+
+def serve(folders: list[Path], run_dir: Path) -> None:
+    service = TodoService(Workflows(folders), run_dir)
+    try:
+        build_server(service).run("stdio")
+    finally:
+        service.close()

@@ -1,0 +1,347 @@
+"""The MCP server driven by the official MCP client over stdio, as any agent would."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from .conftest import ROOT, run_cli
+
+pytestmark = pytest.mark.anyio
+READY = [
+    {
+        "label": "notes",
+        "action": "Write release notes",
+        "expected_result": "NOTES.md exists",
+        "after": ["build"],
+    },
+    {"label": "build", "action": "Build the wheel", "expected_result": "dist/ holds the wheel"},
+    {"action": "Announce", "expected_result": "The announcement is archived"},
+]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@asynccontextmanager
+async def serve(folder: Path, *flows: str) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "todoflow", "serve", *flows, "--run-dir", str(folder / "runs")],
+        cwd=str(folder),
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await session.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text  # type: ignore[union-attr]
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def refused(session: ClientSession, tool: str, **arguments: Any) -> str:
+    result = await session.call_tool(tool, arguments)
+    assert result.is_error
+    return result.content[0].text  # type: ignore[union-attr,no-any-return]
+
+
+async def begin(session: ClientSession, **prepare: Any) -> dict[str, Any]:
+    prepared = await call(session, "start", action="prepare", parentExecutionId="none", **prepare)
+    return await call(session, "start", action="execute", startAttemptId=prepared["startAttemptId"])
+
+
+def confirm(n: int) -> dict[str, str]:
+    return {"evidence": f"checked {n}", "progress_execution_outcome": f"done {n}"}
+
+
+async def test_tools_and_their_schemas(tmp_path: Path) -> None:
+    async with serve(tmp_path) as session:
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        assert set(tools) == {"start", "step", "status"}
+        evidence = tools["step"].input_schema["properties"]["evidence"]["anyOf"][0]
+        assert evidence["maxLength"] == 500 and evidence["description"]
+        task = tools["step"].input_schema["properties"]["tasks"]["anyOf"][0]
+        assert task["maxItems"] == 100 and task["items"]["properties"]["action"]["maxLength"] == 1000
+
+
+async def test_a_full_run_with_a_ready_list(tmp_path: Path) -> None:
+    async with serve(tmp_path) as session:
+        prepared = await call(
+            session, "start", action="prepare", workflowId="todo-list", parentExecutionId="none", tasks=READY
+        )
+        assert prepared["taskCount"] == 3
+        assert prepared["notes"] == ["task `notes` moved after task `build`: it needs task `build`"]
+        directive = await call(session, "start", action="execute", startAttemptId=prepared["startAttemptId"])
+        assert directive["node"] == "intake"
+        ready = directive["ready_tasks"]
+        assert [t["action"] for t in ready] == ["Build the wheel", "Write release notes", "Announce"]
+        process, attempt = directive["processId"], directive["attemptId"]
+        tasks = [{"action": t["action"], "expected_result": t["expected_result"]} for t in ready]
+        directive = await call(
+            session,
+            "step",
+            processId=process,
+            attemptId=attempt,
+            tasks=tasks,
+            progress_checklist_outcome="three tasks",
+        )
+        assert directive["role"] == "Task 1/3" and "Build the wheel" in directive["prompt"]
+        for n in range(3):
+            directive = await call(
+                session, "step", processId=process, attemptId=directive["attemptId"], **confirm(n)
+            )
+        assert directive == {"processId": process, "completed": True, "result": {}}
+    listing = json.loads((tmp_path / "runs" / process / "run.json").read_text())
+    assert listing["parent_execution_id"] == "none"
+
+
+async def test_a_list_the_agent_composes_and_a_revision_that_keeps_the_prefix(tmp_path: Path) -> None:
+    async with serve(tmp_path) as session:
+        directive = await begin(session, workflowId="moira/todo-list", goal="Tidy the repository")
+        assert directive["ready_tasks"] is None
+        process = directive["processId"]
+        tasks = [{"action": a, "expected_result": f"{a} done"} for a in ("lint", "test", "docs")]
+        directive = await call(
+            session,
+            "step",
+            processId=process,
+            attemptId=directive["attemptId"],
+            tasks=tasks,
+            progress_checklist_outcome="three tasks",
+        )
+        directive = await call(
+            session, "step", processId=process, attemptId=directive["attemptId"], **confirm(1)
+        )
+        directive = await call(
+            session,
+            "step",
+            processId=process,
+            attemptId=directive["attemptId"],
+            teleportTo="teleport-revise-tasks",
+        )
+        assert directive["role"] == "Revise checklist"
+        revised = [tasks[0], {"action": "types", "expected_result": "mypy clean"}, tasks[1], tasks[2]]
+        directive = await call(
+            session,
+            "step",
+            processId=process,
+            attemptId=directive["attemptId"],
+            tasks=revised,
+            resume_from_task=2,
+            progress_checklist_outcome="added types",
+            progress_execution_outcome="lint stays done",
+        )
+        assert directive["role"] == "Task 2/4" and directive["task"]["action"] == "types"
+        card = await call(session, "status", processId=process)
+        assert card["checklist"]["results"] == ["done 1", "Pending", "Pending", "Pending"]
+        assert card["directive"]["attemptId"] == directive["attemptId"]
+
+
+async def test_a_revision_past_the_end_completes(tmp_path: Path) -> None:
+    async with serve(tmp_path) as session:
+        directive = await begin(session, workflowId="todo-list", tasks=READY[1:])
+        process = directive["processId"]
+        ready = [
+            {"action": t["action"], "expected_result": t["expected_result"]} for t in directive["ready_tasks"]
+        ]
+        directive = await call(
+            session,
+            "step",
+            processId=process,
+            attemptId=directive["attemptId"],
+            tasks=ready,
+            progress_checklist_outcome="two",
+        )
+        directive = await call(
+            session, "step", processId=process, attemptId=directive["attemptId"], **confirm(1)
+        )
+        directive = await call(
+            session,
+            "step",
+            processId=process,
+            attemptId=directive["attemptId"],
+            teleportTo="teleport-revise-tasks",
+        )
+        directive = await call(
+            session,
+            "step",
+            processId=process,
+            attemptId=directive["attemptId"],
+            tasks=ready[:1],
+            resume_from_task=2,
+            progress_checklist_outcome="nothing left",
+            progress_execution_outcome="the build was all",
+        )
+        assert directive == {"processId": process, "completed": True, "result": {}}
+
+
+async def test_every_refusal_names_the_field_and_rule_and_changes_nothing(tmp_path: Path) -> None:
+    async with serve(tmp_path) as session:
+        prepared = await call(
+            session, "start", action="prepare", workflowId="todo-list", parentExecutionId="p"
+        )
+        directive = await call(session, "start", action="execute", startAttemptId=prepared["startAttemptId"])
+        process, attempt = directive["processId"], directive["attemptId"]
+        replay = await refused(session, "start", action="execute", startAttemptId=prepared["startAttemptId"])
+        assert f"was executed already (process `{process}`)" in replay
+        teleport = await refused(
+            session, "step", processId=process, attemptId=attempt, teleportTo="teleport-revise-tasks"
+        )
+        assert "teleportTo is only possible while working on a task" in teleport
+        assert '"node": "intake"' in teleport  # the current directive, repeated
+        many = [{"action": f"t{i}", "expected_result": "ok"} for i in range(101)]
+        too_many = await refused(
+            session, "step", processId=process, attemptId=attempt, tasks=many, progress_checklist_outcome="x"
+        )
+        assert "tasks holds 101 tasks; at most 100" in too_many
+        directive = await call(
+            session,
+            "step",
+            processId=process,
+            attemptId=attempt,
+            tasks=many[:2],
+            progress_checklist_outcome="two",
+        )
+        long = await refused(
+            session,
+            "step",
+            processId=process,
+            attemptId=directive["attemptId"],
+            evidence="e" * 612,
+            progress_execution_outcome="ok",
+        )
+        assert "evidence is 612 characters; at most 500" in long and "current directive" in long
+        empty = await refused(
+            session,
+            "step",
+            processId=process,
+            attemptId=directive["attemptId"],
+            evidence="checked",
+            progress_execution_outcome="",
+        )
+        assert "progress_execution_outcome is empty" in empty
+        stale = await refused(session, "step", processId=process, attemptId=attempt, **confirm(1))
+        assert f"attempt `{attempt}` is stale or used" in stale and directive["attemptId"] in stale
+        card = await call(session, "status", processId=process)
+        assert card["directive"]["attemptId"] == directive["attemptId"]
+        assert card["work"]["role"] == "Task 1/2"
+
+
+async def test_a_killed_server_is_replaced_and_the_run_continues(tmp_path: Path) -> None:
+    async with serve(tmp_path) as session:
+        directive = await begin(session, workflowId="todo-list", tasks=READY[1:])
+        process = directive["processId"]
+        ready = [
+            {"action": t["action"], "expected_result": t["expected_result"]} for t in directive["ready_tasks"]
+        ]
+        directive = await call(
+            session,
+            "step",
+            processId=process,
+            attemptId=directive["attemptId"],
+            tasks=ready,
+            progress_checklist_outcome="two",
+        )
+        directive = await call(
+            session, "step", processId=process, attemptId=directive["attemptId"], **confirm(1)
+        )
+    async with serve(tmp_path) as session:  # a new server process on the same run folder
+        card = await call(session, "status", processId=process)
+        assert card["work"]["role"] == "Task 2/2"
+        attempt = card["directive"]["attemptId"]
+        assert attempt == directive["attemptId"]
+        done = await call(session, "step", processId=process, attemptId=attempt, **confirm(2))
+        assert done["completed"] is True
+        runs = await call(session, "status")
+        assert [r["processId"] for r in runs["runs"]] == [process]
+    listing = run_cli("status", "--run-dir", str(tmp_path / "runs"), cwd=tmp_path)
+    assert listing.stdout.startswith(f"{process}  complete")
+
+
+async def test_twenty_processes_interleaved_in_one_server(tmp_path: Path) -> None:
+    async with serve(tmp_path) as session:
+        directives = [await begin(session, workflowId="todo-list", tasks=READY[1:]) for _ in range(20)]
+        for round_ in range(3):  # intake, then two confirmations, one process after the other
+            for index, directive in enumerate(directives):
+                arguments: dict[str, Any]
+                if round_ == 0:
+                    tasks = [
+                        {"action": t["action"], "expected_result": t["expected_result"]}
+                        for t in directive["ready_tasks"]
+                    ]
+                    arguments = {"tasks": tasks, "progress_checklist_outcome": "two"}
+                else:
+                    arguments = confirm(index)
+                directives[index] = await call(
+                    session,
+                    "step",
+                    processId=directive["processId"],
+                    attemptId=directive["attemptId"],
+                    **arguments,
+                )
+        assert all(d["completed"] for d in directives)
+        assert len({d["processId"] for d in directives}) == 20
+
+
+async def test_two_clients_racing_on_one_attempt_id(tmp_path: Path) -> None:
+    async with serve(tmp_path) as first, serve(tmp_path) as second:
+        directive = await begin(first, workflowId="todo-list", tasks=READY[1:])
+        process = directive["processId"]
+        ready = [
+            {"action": t["action"], "expected_result": t["expected_result"]} for t in directive["ready_tasks"]
+        ]
+        directive = await call(
+            first,
+            "step",
+            processId=process,
+            attemptId=directive["attemptId"],
+            tasks=ready,
+            progress_checklist_outcome="two",
+        )
+        outcomes: list[bool] = []
+
+        async def race(session: ClientSession) -> None:
+            result = await session.call_tool(
+                "step", {"processId": process, "attemptId": directive["attemptId"], **confirm(1)}
+            )
+            outcomes.append(not result.is_error)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(race, first)
+            group.start_soon(race, second)
+        assert sorted(outcomes) == [False, True]
+        card = await call(second, "status", processId=process)
+        assert card["work"]["role"] == "Task 2/2"
+
+
+async def test_a_broken_workflow_file_does_not_stop_the_others(tmp_path: Path) -> None:
+    flows = tmp_path / "flows"
+    flows.mkdir()
+    (flows / "good.todoflow").write_text('workflow good "Good" {\n    regular a "A" {\n    }\n}\n')
+    (flows / "bad.todoflow").write_text(
+        'workflow bad "Bad" {\n    regular a "A" {\n        sucess "x"\n    }\n}\n'
+    )
+    async with serve(tmp_path, str(flows)) as session:
+        runs = await call(session, "status")
+        assert runs["workflows"] == ["good", "todo-list"]
+        message = await refused(
+            session, "start", action="prepare", workflowId="bad", parentExecutionId="none"
+        )
+        assert "workflow `bad` does not compile" in message and "did you mean `success`?" in message
+        directive = await begin(session, workflowId="good")
+        assert directive["role"] == "Task 1/1"

@@ -51,6 +51,7 @@ bench: setup
 	$(BIN)/python bench/parse.py
 	$(BIN)/python bench/compile.py
 	$(BIN)/python bench/runtime.py
+	$(BIN)/python bench/mcp.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,10 @@ PYTHON = [
 
 
 @pytest.mark.parametrize(("where", "code"), PYTHON, ids=[p[0] for p in PYTHON])
-def test_python_examples_run(where: str, code: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(ROOT)
+def test_python_examples_run(where: str, code: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    shutil.copytree(
+        ROOT / "examples", tmp_path / "examples"
+    )  # the examples' paths, without writing in the repo
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
     exec(compile(code, where, "exec"), {"__name__": "docs_example"})

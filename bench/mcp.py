@@ -1,0 +1,73 @@
+"""MCP round trip: a `step` (one confirmation, durable) through the official client and the
+real server over stdio, against a no-op tool call on the same server, in one run.
+
+    .venv/bin/python bench/mcp.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[0] = str(ROOT)  # this file is bench/mcp.py: keep it from standing in for the `mcp` package
+
+import anyio  # noqa: E402
+from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+
+TASKS = 100
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory(dir=ROOT) as runs:
+        params = StdioServerParameters(
+            command=sys.executable, args=[str(ROOT / "bench" / "mcp_server.py"), runs]
+        )
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+
+            async def call(tool: str, **arguments: Any) -> dict[str, Any]:
+                result = await session.call_tool(tool, arguments)
+                assert not result.is_error, result.content
+                assert result.structured_content is not None
+                return result.structured_content
+
+            ready = [{"action": f"Task {i}", "expected_result": f"Task {i} checked"} for i in range(TASKS)]
+            prepared = await call(
+                "start", action="prepare", workflowId="todo-list", parentExecutionId="bench", tasks=ready
+            )
+            directive = await call("start", action="execute", startAttemptId=prepared["startAttemptId"])
+            directive = await call(
+                "step",
+                processId=directive["processId"],
+                attemptId=directive["attemptId"],
+                tasks=ready,
+                progress_checklist_outcome="ready",
+            )
+            steps, noops = [], []
+            for i in range(TASKS):  # interleaved, so both see the same machine
+                start = time.perf_counter()
+                await call("noop")
+                noops.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                directive = await call(
+                    "step",
+                    processId=directive["processId"],
+                    attemptId=directive["attemptId"],
+                    evidence=f"checked task {i}",
+                    progress_execution_outcome=f"task {i} done",
+                )
+                steps.append(time.perf_counter() - start)
+            assert directive["completed"]
+    step, noop = statistics.median(steps), statistics.median(noops)
+    print(f"no-op tool call round trip   {noop * 1000:7.2f} ms (median of {TASKS})")
+    print(f"step round trip              {step * 1000:7.2f} ms (median of {TASKS})")
+    print(f"ratio step/no-op             {step / noop:7.2f}x  (target <= 2.0)")
+
+
+if __name__ == "__main__":
+    anyio.run(main)

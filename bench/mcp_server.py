@@ -1,0 +1,27 @@
+"""The todoflow MCP server plus a no-op tool, for bench/mcp.py to compare against."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[0] = str(ROOT)  # not bench/: bench/mcp.py would stand in for the `mcp` package
+
+from todoflow.runtime.mcp_server import TodoService, Workflows, build_server  # noqa: E402
+
+
+def main() -> None:
+    service = TodoService(Workflows([]), Path(sys.argv[1]))
+    server = build_server(service)
+
+    def noop() -> dict[str, bool]:
+        """Does nothing: the cost of a tool call itself."""
+        return {"ok": True}
+
+    server.add_tool(noop, name="noop")
+    server.run("stdio")
+
+
+if __name__ == "__main__":
+    main()

@@ -46,7 +46,7 @@ class Diagnostic:
     def render(self, source: str | None = None) -> str:
         """`file:line:col: severity[CODE]: message`, the excerpt, then help and notes."""
         lines = [f"{self.span}: {self.severity}[{self.code}]: {self.message}"]
-        if source is not None:
+        if source is not None and self.span.line:
             lines += excerpt(source, self.span)
         if self.help:
             lines.append(f"   = help: {self.help}")

@@ -23,7 +23,12 @@ class Span(NamedTuple):
         return Span(self.path, self.line, self.column, other.end_line, other.end_column)
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}:{self.column}"
+        return f"{self.path}:{self.line}:{self.column}" if self.line else self.path
+
+
+def whole_file(path: str) -> Span:
+    """A span that names a file but no position in it (a JSON path says where instead)."""
+    return Span(path, 0, 0, 0, 0)
 
 
 def end_of_text(path: str, text: str) -> Span:

@@ -15,18 +15,17 @@ import secrets
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import Field, WithJsonSchema
 
-from todoflow.compiler.artifacts import emit
 from todoflow.dsl.diagnostics import render_all
 
 from . import process
 from .card import card_data
 from .directive import Directive, PromptError
 from .engine import Engine, Refusal
-from .plan import PlanError, parse_ready_tasks
+from .plan import PlanError, load_plan_files, parse_ready_tasks
 from .replies import IntakeReply, RevisionReply, TaskItem, TeleportReply, WorkReply
 from .store import FolderStore, StoreError, write_atomically
 
@@ -59,44 +58,84 @@ def _optional(schema: dict[str, Any]) -> Any:
     return WithJsonSchema({"anyOf": [schema, {"type": "null"}], "default": None})
 
 
+class Offer(NamedTuple):
+    """A workflow ready to start: from a `.todoflow` source or a plan.json made elsewhere."""
+
+    workflow_id: str
+    title: str
+    steps: list[dict[str, Any]]  # plan.json's steps
+    notes: list[str]  # the reorders the compiler reported
+    definition: Any  # what `process.create` stores: Artifacts or PlanFiles
+    source: Path
+    source_sha256: str
+
+
 class Workflows:
-    """The workflows a server offers, by workflow id; a broken file keeps its diagnostics."""
+    """The workflows a server offers, by workflow id: `*.todoflow` files and `*/plan.json`
+    plans (legacy nested ones too) in its folders. A broken one keeps its diagnostics."""
 
     def __init__(self, folders: Iterable[Path]) -> None:
         self.sources: dict[str, Path] = {}
         self.broken: dict[str, str] = {}  # workflow id (or file stem) -> rendered diagnostics
-        for file in [
-            *sorted(BUILT_IN.glob("*.todoflow")),
-            *(f for d in folders for f in sorted(d.glob("*.todoflow"))),
-        ]:
-            self._add(file)
-
-    def _add(self, file: Path) -> None:
-        from todoflow.api import compile as compile_workflow
-
-        compiled = compile_workflow(file)
-        if compiled.ok and compiled.workflow is not None:
-            self.sources[compiled.workflow.id] = file
-            self.broken.pop(compiled.workflow.id, None)
-        else:
-            workflow_id = _declared_id(file) or file.stem
-            self.broken[workflow_id] = render_all(compiled.diagnostics, compiled.sources)
+        files = [*sorted(BUILT_IN.glob("*.todoflow"))]
+        for folder in folders:
+            files += [*sorted(folder.glob("*.todoflow")), *sorted(folder.glob("*/plan.json"))]
+        for file in files:
+            try:
+                offer = self.load(file)
+            except ServeError as error:
+                self.broken[_declared_id(file) or _folder_id(file)] = str(error)
+            else:
+                self.sources[offer.workflow_id] = file
+                self.broken.pop(offer.workflow_id, None)
 
     def ids(self) -> list[str]:
         return sorted(self.sources)
 
-    def compile(self, workflow_id: str) -> Any:
-        from todoflow.api import compile as compile_workflow
-
+    def offer(self, workflow_id: str) -> Offer:
         workflow_id = ALIASES.get(workflow_id, workflow_id)
         if workflow_id in self.broken:
             raise ServeError(f"workflow `{workflow_id}` does not compile:\n{self.broken[workflow_id]}")
         if workflow_id not in self.sources:
             raise ServeError(f"no workflow `{workflow_id}`; this server offers {', '.join(self.ids())}")
-        compiled = compile_workflow(self.sources[workflow_id])
-        if not compiled.ok:  # changed on disk since the server started
+        return self.load(self.sources[workflow_id])  # read again: it may have changed on disk
+
+    @staticmethod
+    def load(file: Path) -> Offer:
+        from todoflow.api import compile as compile_workflow
+
+        if file.name == "plan.json":
+            definition, problems = load_plan_files(file)
+            if definition is None:
+                raise ServeError(render_all(problems, {}))
+            steps = json.loads(dict(definition.files)["plan.json"])["steps"]
+            return Offer(
+                definition.workflow_id,
+                definition.title,
+                steps,
+                [],
+                definition,
+                file,
+                definition.source_sha256,
+            )
+        compiled = compile_workflow(file)
+        if not compiled.ok or compiled.workflow is None:
             raise ServeError(render_all(compiled.diagnostics, compiled.sources))
-        return compiled
+        workflow = compiled.workflow
+        notes = [d.message for d in compiled.diagnostics if d.severity == "note"]
+        return Offer(
+            workflow.id,
+            workflow.title,
+            compiled.plan["steps"],
+            notes,
+            compiled.artifacts,
+            file,
+            workflow.source_sha256,
+        )
+
+
+def _folder_id(file: Path) -> str:
+    return file.parent.name if file.name == "plan.json" else file.stem
 
 
 def _declared_id(file: Path) -> str | None:
@@ -119,8 +158,8 @@ class TodoService:
     # -- start ---------------------------------------------------------------------------
 
     def prepare(self, workflow_id: str, parent: str, tasks: Any, goal: str | None) -> dict[str, Any]:
-        compiled = self.workflows.compile(workflow_id)
-        notes = [d.message for d in compiled.diagnostics if d.severity == "note"]
+        offer = self.workflows.offer(workflow_id)
+        notes = list(offer.notes)
         count = None
         if tasks is not None:
             try:
@@ -131,17 +170,17 @@ class TodoService:
             count = len(ordered)
         start_id = f"start-{secrets.token_hex(8)}"
         record = {
-            "workflowId": compiled.workflow.id,
+            "workflowId": offer.workflow_id,
             "parentExecutionId": parent,
             "tasks": tasks,
             "goal": goal,
         }
         write_atomically(self._starts() / f"{start_id}.json", json.dumps(record, ensure_ascii=False) + "\n")
-        steps = [{"id": s["id"], "type": s["type"], "title": s["title"]} for s in compiled.plan["steps"]]
+        steps = [{"id": s["id"], "type": s["type"], "title": s["title"]} for s in offer.steps]
         return {
             "startAttemptId": start_id,
-            "workflowId": compiled.workflow.id,
-            "title": compiled.workflow.title,
+            "workflowId": offer.workflow_id,
+            "title": offer.title,
             "steps": steps,
             "taskCount": count,
             "notes": notes,
@@ -162,25 +201,25 @@ class TodoService:
         except FileExistsError:
             done = (self._starts() / f"{Path(start_id).name}.executed").read_text(encoding="utf-8").strip()
             raise ServeError(f"startAttemptId `{start_id}` was executed already (process `{done}`)") from None
-        compiled = self.workflows.compile(record["workflowId"])
+        offer = self.workflows.offer(record["workflowId"])
         ready = {}
         if record["tasks"] is not None:
-            first = next((s["id"] for s in compiled.plan["steps"] if s["type"] == "todo_task"), None)
+            first = next((s["id"] for s in offer.steps if s["type"] == "todo_task"), None)
             if first is None:
                 raise ServeError(
                     f"workflow `{record['workflowId']}` has no todo_task step to take a checklist"
                 )
             ready = {first: parse_ready_tasks(record["tasks"], "tasks")[0]}
         meta = {
-            "title": compiled.workflow.title,
-            "source": str(self.workflows.sources[compiled.workflow.id].resolve()),
-            "source_sha256": compiled.workflow.source_sha256,
+            "title": offer.title,
+            "source": str(offer.source.resolve()),
+            "source_sha256": offer.source_sha256,
             "workspace": str(Path.cwd()),
             "parent_execution_id": record["parentExecutionId"],
             "start_attempt_id": start_id,
             "goal": record["goal"],
         }
-        folder = process.create(self.run_dir, emit(compiled.workflow), meta, ready)
+        folder = process.create(self.run_dir, offer.definition, meta, ready)
         os.write(claim, folder.name.encode())
         os.close(claim)
         return self._directive(folder.name, self._engine(folder.name).directive())

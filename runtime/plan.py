@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from todoflow.compiler import formats
 from todoflow.compiler.ordering import order_tasks
 from todoflow.compiler.prompts import KINDS_BY_STEP, default_template
+from todoflow.dsl.diagnostics import Diagnostic
 from todoflow.dsl.nodes import node, replace
 
 MAX_TASKS = 100
@@ -243,3 +244,54 @@ def _name(items: list[tuple[Task, str | None, list[str]]], index: int) -> str:
 
 def _first_line(error: Exception) -> str:
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+@node
+class PlanFiles:
+    """A plan made elsewhere, as a run stores it: plan.json (flat), step_config.json, prompts."""
+
+    workflow_id: str
+    title: str
+    files: tuple[tuple[str, str], ...]
+    source: str  # the plan.json read
+    source_sha256: str
+
+
+def load_plan_files(path: Path) -> tuple[PlanFiles | None, list[Diagnostic]]:
+    """plan.json (or a folder holding one), legacy nested steps flattened, beside it
+    step_config.json and prompts/ if present; or the diagnostics that forbid running it."""
+    import hashlib
+    import re
+
+    from todoflow.compiler.planfile import read_plan, read_step_config
+    from todoflow.dsl.parser import normalize
+
+    file = path / "plan.json" if path.is_dir() else path
+    text = normalize(file.read_text(encoding="utf-8"))
+    read = read_plan(text, str(file))
+    found = list(read.diagnostics)
+    files = {}
+    if read.plan is not None:
+        files["plan.json"] = read.plan.to_json()
+    config = file.with_name("step_config.json")
+    if config.is_file():
+        parsed, problems = read_step_config(config.read_text(encoding="utf-8"), str(config))
+        found += problems
+        if parsed is not None:
+            files["step_config.json"] = parsed.to_json()
+    prompts = file.with_name("prompts")
+    for template in sorted(prompts.glob("*/*.j2")) if prompts.is_dir() else []:
+        files[f"prompts/{template.parent.name}/{template.name}"] = template.read_text(encoding="utf-8")
+    if read.plan is None or any(d.is_error for d in found):
+        return None, found
+    name = re.sub(r"[^a-z0-9_-]+", "-", file.resolve().parent.name.lower()).strip("-_") or "plan"
+    workflow_id = name if name[0].isalpha() else f"plan-{name}"
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    definition = PlanFiles(
+        workflow_id,
+        f"{file.parent.name or workflow_id}/plan.json",
+        tuple(sorted(files.items())),
+        str(file.resolve()),
+        digest,
+    )
+    return definition, found

@@ -8,9 +8,7 @@ import secrets
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-from todoflow.compiler.artifacts import Artifacts
+from typing import Any, Protocol
 
 from .engine import Clock, Engine, utc_now
 from .plan import RunPlan, Task, load_plan, with_ready_tasks
@@ -24,9 +22,16 @@ def new_process_id(workflow_id: str) -> str:
     return f"{workflow_id}-{stamp}-{secrets.token_hex(3)}"
 
 
+class Definition(Protocol):
+    """What a run starts from: compiled `Artifacts`, or a plan's `PlanFiles`."""
+
+    workflow_id: str
+    files: tuple[tuple[str, str], ...]
+
+
 def create(
     run_dir: Path,
-    artifacts: Artifacts,
+    artifacts: Definition,
     meta: dict[str, Any],
     ready: dict[str, tuple[Task, ...]] | None = None,
     clock: Clock = utc_now,

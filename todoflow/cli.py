@@ -63,6 +63,23 @@ def build_parser() -> argparse.ArgumentParser:
     schema = commands.add_parser("schema", help="print the JSON Schema of a file format")
     schema.add_argument("name", choices=["plan", "step-config", "todos"])
 
+    decompile = commands.add_parser("decompile", help="write the .todoflow source of a plan.json")
+    decompile.add_argument("plan", metavar="PLAN.json")
+    decompile.add_argument(
+        "--step-config", metavar="FILE", help="step_config.json (default: beside the plan)"
+    )
+    decompile.add_argument("-o", "--output", metavar="FILE", help="write the source here (default: stdout)")
+    decompile.add_argument("--id", metavar="ID", help="the workflow id (default: from the file name)")
+    decompile.add_argument("--title", metavar="TITLE", help="the workflow title")
+
+    migrate = commands.add_parser("migrate", help="migrate a legacy nested plan to the flat format")
+    migrate.add_argument("plan", metavar="PLAN.json")
+    migrate.add_argument("--step-config", metavar="FILE", help="step_config.json (default: beside the plan)")
+    migrate.add_argument(
+        "--learnings", metavar="DIR", help="the learnings folder, to rename inner-id folders"
+    )
+    migrate.add_argument("--write", action="store_true", help="apply the changes (default: only list them)")
+
     run = commands.add_parser("run", help="run a workflow, or resume a run")
     run.add_argument("file", nargs="?", metavar="FILE", help="the workflow to run")
     run.add_argument(
@@ -101,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run": lambda: _run(args),
         "status": lambda: _status(args.run_dir, args.process_id, args.json, args.svg),
         "serve": lambda: _serve(args.folders, args.run_dir),
+        "decompile": lambda: _decompile(args),
+        "migrate": lambda: _migrate(args),
     }
     try:
         return commands[args.command]()
@@ -204,16 +223,31 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_ERRORS
 
 
-def _start(args: argparse.Namespace) -> int:
+def _definition(path: str) -> tuple[Any, str, str] | None:
+    """What to run: compiled source, or a plan.json made elsewhere (legacy plans too).
+    Returns (definition, title, source_sha256), or None after printing the errors."""
     from todoflow.compiler.artifacts import emit
+    from todoflow.runtime.plan import load_plan_files
+
+    if path.endswith(".json") or Path(path).is_dir():
+        definition, problems = load_plan_files(Path(path))
+        sys.stderr.write(render_all(problems, {}))
+        return None if definition is None else (definition, definition.title, definition.source_sha256)
+    analysis = _analyze(path)
+    if not _report(analysis):
+        return None
+    assert analysis.workflow is not None
+    return emit(analysis.workflow), analysis.workflow.title, analysis.workflow.source_sha256
+
+
+def _start(args: argparse.Namespace) -> int:
     from todoflow.runtime import process
     from todoflow.runtime.plan import from_plan
 
-    analysis = _analyze(args.file)
-    if not _report(analysis):
+    loaded = _definition(args.file)
+    if loaded is None:
         return EXIT_ERRORS
-    assert analysis.workflow is not None
-    artifacts = emit(analysis.workflow)
+    artifacts, title, source_sha256 = loaded
     ready: dict[str, Any] = {}
     if args.tasks:
         import json as json_
@@ -225,10 +259,11 @@ def _start(args: argparse.Namespace) -> int:
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
     workspace = str(Path(args.workspace).resolve())
+    source = Path(args.file) / "plan.json" if Path(args.file).is_dir() else Path(args.file)
     meta = {
-        "title": analysis.workflow.title,
-        "source": str(Path(args.file).resolve()),
-        "source_sha256": analysis.workflow.source_sha256,
+        "title": title,
+        "source": str(source.resolve()),
+        "source_sha256": source_sha256,
         "workspace": workspace,
     }
     folder = process.create(Path(args.run_dir), artifacts, meta, ready)
@@ -326,6 +361,76 @@ def _status(run_dir: str, process_id: str | None, as_json: bool, svg: str | None
         print(json.dumps(card_data(directive), indent=2, ensure_ascii=False))
     elif not svg:
         sys.stdout.write(card_text(directive))
+    return EXIT_OK
+
+
+def _beside(plan: str, given: str | None, name: str) -> Path | None:
+    """An explicitly given companion file, or the one of that name beside the plan."""
+    if given:
+        return Path(given)
+    candidate = Path(plan).with_name(name)
+    return candidate if candidate.is_file() else None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UnreadableError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from error
+
+
+def _decompile(args: argparse.Namespace) -> int:
+    import re
+
+    from todoflow.compiler.decompile import decompile_text
+
+    plan_text = _read(Path(args.plan))
+    config_path = _beside(args.plan, args.step_config, "step_config.json")
+    config_text = _read(config_path) if config_path else None
+    stem = Path(args.plan).resolve().parent.name if Path(args.plan).stem == "plan" else Path(args.plan).stem
+    workflow_id = args.id or (re.sub(r"[^a-z0-9_-]+", "-", stem.lower()).strip("-_") or "workflow")
+    if not workflow_id[0].isalpha():
+        workflow_id = f"w-{workflow_id}"
+    title = args.title or f"Decompiled from {Path(args.plan).name}"
+    result = decompile_text(
+        plan_text, args.plan, config_text, str(config_path or "step_config.json"), workflow_id, title
+    )
+    sys.stderr.write(render_all(result.diagnostics, {args.plan: plan_text}))
+    if result.source is None:
+        return EXIT_ERRORS
+    if args.output:
+        Path(args.output).write_text(result.source, encoding="utf-8")
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(result.source)
+    return EXIT_OK
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from todoflow.compiler.migrate import apply, plan_migration
+
+    plan = Path(args.plan)
+    _read(plan)
+    config = _beside(args.plan, args.step_config, "step_config.json")
+    if config is not None:
+        _read(config)
+    migration, problems = plan_migration(plan, config, Path(args.learnings) if args.learnings else None)
+    if migration is None:
+        sys.stderr.write(render_all(problems, {}))
+        print("nothing written", file=sys.stderr)
+        return EXIT_ERRORS
+    if migration.nothing_to_do:
+        print(f"{plan} already in flat format")
+        return EXIT_OK
+    for line in migration.changes:
+        print(line)
+    for line in migration.conflicts:
+        print(f"conflict: {line}")
+    if not args.write:
+        print("dry run: nothing written; run again with --write to apply (each file keeps a .bak)")
+        return EXIT_OK
+    apply(migration)
+    print(f"migrated {plan}" + (f" and {config}" if config and config in migration.files else ""))
     return EXIT_OK
 
 

@@ -52,6 +52,7 @@ bench: setup
 	$(BIN)/python bench/compile.py
 	$(BIN)/python bench/runtime.py
 	$(BIN)/python bench/mcp.py
+	$(BIN)/python bench/interop.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

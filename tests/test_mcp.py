@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,7 +15,7 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from .conftest import ROOT, run_cli
+from .conftest import FIXTURES, ROOT, run_cli
 
 pytestmark = pytest.mark.anyio
 READY = [
@@ -336,9 +337,12 @@ async def test_a_broken_workflow_file_does_not_stop_the_others(tmp_path: Path) -
     (flows / "bad.todoflow").write_text(
         'workflow bad "Bad" {\n    regular a "A" {\n        sucess "x"\n    }\n}\n'
     )
+    shutil.copytree(FIXTURES / "legacy" / "mixed", flows / "legacy")  # a legacy nested plan.json
     async with serve(tmp_path, str(flows)) as session:
         runs = await call(session, "status")
-        assert runs["workflows"] == ["good", "todo-list"]
+        assert runs["workflows"] == ["good", "legacy", "todo-list"]
+        legacy = await begin(session, workflowId="legacy")
+        assert legacy["node"] == "intake" and legacy["step"]["id"] == "plan-a"
         message = await refused(
             session, "start", action="prepare", workflowId="bad", parentExecutionId="none"
         )

@@ -1,0 +1,91 @@
+"""Decompile and migrate of a 100-step legacy plan, against `json.loads` of the same file.
+
+.venv/bin/python bench/interop.py
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from todoflow.compiler.decompile import decompile_text  # noqa: E402
+from todoflow.compiler.migrate import plan_migration  # noqa: E402
+
+
+def legacy_plan(steps: int) -> dict[str, object]:
+    out = []
+    for s in range(steps):
+        inner = {
+            "type": "regular",
+            "id": f"step-{s}-inner",
+            "description": f"Orchestrate part {s}: fetch, clean and publish the data of region {s}.",
+            "success_criteria": f"report-{s}.json exists and lists every record.",
+            "context_dependencies": [f"input-{s}.json"],
+            "context_output": f"report-{s}.json",
+            "validation_schema": {"files": [{"file_name": f"report-{s}.json", "must_exist": True}]},
+        }
+        route = {
+            "route_id": f"fetch-{s}",
+            "route_name": "Fetch",
+            "condition": "To fetch the data",
+            "sub_agent_step": {
+                "type": "regular",
+                "id": f"fetcher-{s}",
+                "title": "Fetcher",
+                "context_output": f"raw-{s}.json",
+            },
+        }
+        out.append(
+            {
+                "type": "todo_task",
+                "id": f"step-{s}",
+                "title": f"Step {s}",
+                "todo_task_step": inner,
+                "predefined_routes": [route],
+                "next_step_id": f"step-{s + 1}" if s + 1 < steps else "end",
+            }
+        )
+    return {"steps": out}
+
+
+def best(runs: int, work: Callable[[], object]) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    text = json.dumps(legacy_plan(100), indent=2) + "\n"
+    config = json.dumps(
+        {
+            "steps": [
+                {"id": f"step-{s}-inner", "agent_configs": {"execution_max_turns": 50}} for s in range(100)
+            ]
+        },
+        indent=2,
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        plan_path, config_path = Path(folder) / "plan.json", Path(folder) / "step_config.json"
+        plan_path.write_text(text)
+        config_path.write_text(config)
+        baseline = best(20, lambda: json.loads(text))
+        decompile = best(5, lambda: decompile_text(text, "plan.json", config, "step_config.json", "w", "W"))
+        migrate = best(5, lambda: plan_migration(plan_path, config_path, None))
+    print(f"plan: 100 legacy steps, {len(text) / 1000:.0f} kB")
+    print(f"json.loads              {baseline * 1000:8.2f} ms")
+    print(f"decompile (+ its check) {decompile * 1000:8.2f} ms  {decompile / baseline:6.1f}x json.loads")
+    print(f"migrate (dry run)       {migrate * 1000:8.2f} ms  {migrate / baseline:6.1f}x json.loads")
+
+
+if __name__ == "__main__":
+    main()

@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.parse import best_of  # noqa: E402
 from todoflow.compiler.decompile import decompile_text  # noqa: E402
 from todoflow.compiler.migrate import plan_migration  # noqa: E402
 
@@ -55,15 +54,6 @@ def legacy_plan(steps: int) -> dict[str, object]:
     return {"steps": out}
 
 
-def best(runs: int, work: Callable[[], object]) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def main() -> None:
     text = json.dumps(legacy_plan(100), indent=2) + "\n"
     config = json.dumps(
@@ -78,9 +68,11 @@ def main() -> None:
         plan_path, config_path = Path(folder) / "plan.json", Path(folder) / "step_config.json"
         plan_path.write_text(text)
         config_path.write_text(config)
-        baseline = best(20, lambda: json.loads(text))
-        decompile = best(5, lambda: decompile_text(text, "plan.json", config, "step_config.json", "w", "W"))
-        migrate = best(5, lambda: plan_migration(plan_path, config_path, None))
+        baseline = best_of(20, lambda: json.loads(text))
+        decompile = best_of(
+            5, lambda: decompile_text(text, "plan.json", config, "step_config.json", "w", "W")
+        )
+        migrate = best_of(5, lambda: plan_migration(plan_path, config_path, None))
     print(f"plan: 100 legacy steps, {len(text) / 1000:.0f} kB")
     print(f"json.loads              {baseline * 1000:8.2f} ms")
     print(f"decompile (+ its check) {decompile * 1000:8.2f} ms  {decompile / baseline:6.1f}x json.loads")

@@ -9,6 +9,7 @@ and it writes nothing unless everything was emitted.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -127,15 +128,20 @@ def write(artifacts: Artifacts, folder: Path) -> list[Path]:
     """Write every file under `folder`, each replaced atomically; returns the paths written."""
     written = []
     for relative, text in artifacts.files:
-        target = folder / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
-                out.write(text)
-            os.replace(temporary, target)
-        except BaseException:
-            os.unlink(temporary)
-            raise
-        written.append(target)
+        write_atomically(folder / relative, text)
+        written.append(folder / relative)
     return written
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace `path` with `text` so a reader sees the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import Field, WithJsonSchema
 
+from todoflow.compiler.artifacts import write_atomically
 from todoflow.dsl.diagnostics import render_all
 
 from . import process
@@ -27,7 +28,7 @@ from .directive import Directive, PromptError
 from .engine import Engine, Refusal
 from .plan import PlanError, load_plan_files, parse_ready_tasks
 from .replies import IntakeReply, RevisionReply, TaskItem, TeleportReply, WorkReply
-from .store import FolderStore, StoreError, write_atomically
+from .store import FolderStore, StoreError
 
 BUILT_IN = Path(__file__).with_name("flows")
 ALIASES = {"moira/todo-list": "todo-list"}

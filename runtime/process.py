@@ -10,9 +10,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from todoflow.compiler.artifacts import write_atomically
+
 from .engine import Clock, Engine, utc_now
 from .plan import RunPlan, Task, load_plan, with_ready_tasks
-from .store import FolderStore, StoreError, write_atomically
+from .store import FolderStore, StoreError
 
 DEFAULT_RUN_DIR = Path(".todoflow") / "runs"
 

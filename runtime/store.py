@@ -25,11 +25,12 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
+
+from todoflow.compiler.artifacts import write_atomically
 
 from .events import entry_events, todos
 from .plan import RunPlan
@@ -262,17 +263,3 @@ def _last_seq(path: Path) -> int:
         return int(json.loads(tail.splitlines()[-1])["seq"])
     except (ValueError, KeyError):
         return -1
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace `path` with `text` so a reader sees the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
-            out.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise

@@ -1,7 +1,8 @@
 """Runs `todoflow` and kills itself with SIGKILL at the N-th durable-store operation.
 
 Used by tests/test_crash.py. Operations are counted across the journal and events
-writes, the journal syncs and the atomic replaces of todos and snapshots. CRASH_MODE
+writes, the journal syncs and the store's atomic replaces of todos and snapshots
+(creating the run folder is not a crash point: it happens before any reply). CRASH_MODE
 says where in that operation the process dies: `before` it, `partial` (half of the
 bytes written, or a temporary file left behind), or `after` it.
 """
@@ -15,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from todoflow.cli import main
-from todoflow.runtime import process  # noqa: F401 - bound to the real write_atomically: creating a run is not a crash point
 from todoflow.runtime import store as store_module
 
 CRASH_AT = int(os.environ["CRASH_AT"])

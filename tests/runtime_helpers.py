@@ -15,6 +15,19 @@ from todoflow.runtime.engine import Engine
 from todoflow.runtime.store import FolderStore
 
 
+class ChecklistModel:
+    """A stand-in for the runtime's model of a compiled machine: `remaining` tasks."""
+
+    def __init__(self, remaining: int) -> None:
+        self.remaining = remaining
+
+    def has_task(self) -> bool:
+        return self.remaining > 0
+
+    def past_end(self) -> bool:
+        return self.remaining <= 0
+
+
 class Clock:
     """A deterministic clock: one second per reading."""
 

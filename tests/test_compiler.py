@@ -17,6 +17,7 @@ from todoflow.compiler.formats import SCHEMAS, schema
 from todoflow.compiler.machine import Machine, MachineState, MachineTransition, structure_problems
 
 from .conftest import EXAMPLES, FIXTURES, ROOT, relative, run_cli
+from .runtime_helpers import ChecklistModel
 
 SEED = FIXTURES / "seed"
 
@@ -150,22 +151,9 @@ def test_generated_module_is_the_graph_the_runtime_uses(path: Path, tmp_path: Pa
     assert structure_problems(compiled.artifacts.machine) == []
 
 
-class _Model:
-    """A stand-in for the runtime's model: a checklist of `remaining` tasks."""
-
-    def __init__(self, remaining: int) -> None:
-        self.remaining = remaining
-
-    def has_task(self) -> bool:
-        return self.remaining > 0
-
-    def past_end(self) -> bool:
-        return self.remaining <= 0
-
-
 def test_the_machine_walks_the_release_flow() -> None:
     machine = _compiled(ROOT / "examples" / "release.todoflow").machine_class
-    model = _Model(remaining=2)
+    model = ChecklistModel(remaining=2)
     chart = machine(model=model)
     assert set(chart.configuration_values) == {"s1_prepare", "s1_prepare_work"}
     chart.send("confirm")

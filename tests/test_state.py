@@ -9,26 +9,17 @@ from hypothesis import strategies as st
 import todoflow
 from todoflow.runtime.state import move
 
+from .runtime_helpers import ChecklistModel
+
 FLOW = 'workflow w "W" {\n    todo_task t "T" {\n    }\n}\n'
 EVENTS = ["submit_tasks", "confirm", "teleport_revise_tasks", "submit_revision"]
-
-
-class _Model:
-    def __init__(self, remaining: int) -> None:
-        self.remaining = remaining
-
-    def has_task(self) -> bool:
-        return self.remaining > 0
-
-    def past_end(self) -> bool:
-        return self.remaining <= 0
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.integers(1, 4), st.lists(st.sampled_from(EVENTS), max_size=25))
 def test_engine_moves_match_the_statechart(tasks: int, events: list[str]) -> None:
     chart_class = todoflow.compile(FLOW).machine_class
-    model = _Model(tasks)
+    model = ChecklistModel(tasks)
     chart = chart_class(model=model)
     node, remaining = "intake", tasks
     for event in events:

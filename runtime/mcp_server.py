@@ -135,6 +135,14 @@ class Workflows:
         )
 
 
+def _first_checklist_step(offer: Offer) -> str:
+    """The step a caller's ready checklist goes to: the workflow's first todo_task step."""
+    first = next((s["id"] for s in offer.steps if s["type"] == "todo_task"), None)
+    if first is None:
+        raise ServeError(f"workflow `{offer.workflow_id}` has no todo_task step to take a checklist")
+    return str(first)
+
+
 def _folder_id(file: Path) -> str:
     return file.parent.name if file.name == "plan.json" else file.stem
 
@@ -163,6 +171,7 @@ class TodoService:
         notes = list(offer.notes)
         count = None
         if tasks is not None:
+            _first_checklist_step(offer)
             try:
                 ordered, moved = parse_ready_tasks(tasks, "tasks")
             except PlanError as error:
@@ -195,21 +204,14 @@ class TodoService:
             raise ServeError(
                 f"unknown startAttemptId `{start_id}`: call start with action `prepare` first"
             ) from None
-        try:  # a start attempt executes once, across servers too
-            claim = os.open(
-                self._starts() / f"{Path(start_id).name}.executed", os.O_CREAT | os.O_EXCL | os.O_WRONLY
-            )
-        except FileExistsError:
-            done = (self._starts() / f"{Path(start_id).name}.executed").read_text(encoding="utf-8").strip()
-            raise ServeError(f"startAttemptId `{start_id}` was executed already (process `{done}`)") from None
+        executed = self._starts() / f"{Path(start_id).name}.executed"
+        if executed.exists():
+            done = executed.read_text(encoding="utf-8").strip()
+            raise ServeError(f"startAttemptId `{start_id}` was executed already (process `{done}`)")
         offer = self.workflows.offer(record["workflowId"])
         ready = {}
         if record["tasks"] is not None:
-            first = next((s["id"] for s in offer.steps if s["type"] == "todo_task"), None)
-            if first is None:
-                raise ServeError(
-                    f"workflow `{record['workflowId']}` has no todo_task step to take a checklist"
-                )
+            first = _first_checklist_step(offer)
             ready = {first: parse_ready_tasks(record["tasks"], "tasks")[0]}
         meta = {
             "title": offer.title,
@@ -220,9 +222,18 @@ class TodoService:
             "start_attempt_id": start_id,
             "goal": record["goal"],
         }
-        folder = process.create(self.run_dir, offer.definition, meta, ready)
-        os.write(claim, folder.name.encode())
-        os.close(claim)
+        try:  # a start attempt executes once, across servers too: the first to claim it
+            claim = os.open(executed, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            raise ServeError(f"startAttemptId `{start_id}` was executed already") from None
+        try:
+            folder = process.create(self.run_dir, offer.definition, meta, ready)
+            os.write(claim, folder.name.encode())
+        except BaseException:
+            executed.unlink(missing_ok=True)
+            raise
+        finally:
+            os.close(claim)
         return self._directive(folder.name, self._engine(folder.name).directive())
 
     def _starts(self) -> Path:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from todoflow.compiler.artifacts import write_atomically
+from todoflow.dsl.nodes import replace
 
 from .engine import Clock, Engine, utc_now
 from .plan import RunPlan, Task, load_plan, with_ready_tasks
@@ -68,6 +69,11 @@ def open_process(run_dir: Path, process_id: str, clock: Clock = utc_now) -> tupl
 
 def _plan(folder: Path, meta: dict[str, Any]) -> RunPlan:
     plan = load_plan(folder / "plan", meta["workflow_id"], meta.get("title", meta["workflow_id"]))
+    if meta.get("goal"):  # a caller's goal is the objective of the first todo_task step
+        first = next((s for s in plan.steps if s.kind == "todo_task"), None)
+        if first is not None:
+            steps = tuple(replace(s, description=meta["goal"]) if s is first else s for s in plan.steps)
+            plan = replace(plan, steps=steps)
     ready_file = folder / "plan" / "ready_tasks.json"
     if ready_file.exists():
         data = json.loads(ready_file.read_text(encoding="utf-8"))

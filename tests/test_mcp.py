@@ -115,6 +115,7 @@ async def test_a_list_the_agent_composes_and_a_revision_that_keeps_the_prefix(tm
     async with serve(tmp_path) as session:
         directive = await begin(session, workflowId="moira/todo-list", goal="Tidy the repository")
         assert directive["ready_tasks"] is None
+        assert "Compose the checklist once, from the goal: Tidy the repository" in directive["prompt"]
         process = directive["processId"]
         tasks = [{"action": a, "expected_result": f"{a} done"} for a in ("lint", "test", "docs")]
         directive = await call(
@@ -349,3 +350,7 @@ async def test_a_broken_workflow_file_does_not_stop_the_others(tmp_path: Path) -
         assert "workflow `bad` does not compile" in message and "did you mean `success`?" in message
         directive = await begin(session, workflowId="good")
         assert directive["role"] == "Task 1/1"
+        no_checklist = await refused(
+            session, "start", action="prepare", workflowId="good", parentExecutionId="none", tasks=READY
+        )
+        assert "workflow `good` has no todo_task step to take a checklist" in no_checklist

@@ -16,10 +16,16 @@ from .directive import Directive, PromptError
 from .engine import Engine, Refusal
 
 
-def drive(engine: Engine, agent: Agent, out: TextIO) -> str:
+def drive(engine: Engine, agent: Agent, out: TextIO, show_prompts: bool = False) -> str:
+    """Run until the workflow completes or the agent stops; `show_prompts` prints each
+    directive's rendered prompt (what an LLM agent would read) before the agent answers."""
     directive = engine.directive()
     out.write(card_text(directive))
     while not directive.completed:
+        if show_prompts:
+            out.write(
+                f"--- prompt ({directive.node}, step {directive.state.step_id}) ---\n{directive.prompt()}\n"
+            )
         by = "agent"
         if directive.node == "intake" and directive.ready_tasks is not None:
             ready = directive.ready_tasks

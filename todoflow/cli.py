@@ -94,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="resume even if the source changed since the start",
     )
+    run.add_argument("--show-prompts", action="store_true", help="print each directive's rendered prompt")
 
     serve = commands.add_parser("serve", help="serve workflows to MCP clients over stdio")
     serve.add_argument("folders", nargs="*", metavar="FLOWS_DIR", help="folders of .todoflow workflows")
@@ -317,7 +318,7 @@ def _drive(args: argparse.Namespace, process_id: str) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
-        outcome = drive(engine, agent, sys.stdout)
+        outcome = drive(engine, agent, sys.stdout, show_prompts=args.show_prompts)
         store.write_todos(store.state())
     finally:
         store.close()

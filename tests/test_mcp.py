@@ -66,6 +66,24 @@ async def begin(session: ClientSession, **prepare: Any) -> dict[str, Any]:
     return await call(session, "start", action="execute", startAttemptId=prepared["startAttemptId"])
 
 
+async def pass_ready_list(
+    session: ClientSession, directive: dict[str, Any]
+) -> tuple[list[dict[str, str]], dict[str, Any]]:
+    """At intake, pass the ready checklist on unchanged (as the protocol asks)."""
+    ready = [
+        {"action": t["action"], "expected_result": t["expected_result"]} for t in directive["ready_tasks"]
+    ]
+    after = await call(
+        session,
+        "step",
+        processId=directive["processId"],
+        attemptId=directive["attemptId"],
+        tasks=ready,
+        progress_checklist_outcome=f"{len(ready)} tasks",
+    )
+    return ready, after
+
+
 def confirm(n: int) -> dict[str, str]:
     return {"evidence": f"checked {n}", "progress_execution_outcome": f"done {n}"}
 
@@ -158,17 +176,7 @@ async def test_a_revision_past_the_end_completes(tmp_path: Path) -> None:
     async with serve(tmp_path) as session:
         directive = await begin(session, workflowId="todo-list", tasks=READY[1:])
         process = directive["processId"]
-        ready = [
-            {"action": t["action"], "expected_result": t["expected_result"]} for t in directive["ready_tasks"]
-        ]
-        directive = await call(
-            session,
-            "step",
-            processId=process,
-            attemptId=directive["attemptId"],
-            tasks=ready,
-            progress_checklist_outcome="two",
-        )
+        ready, directive = await pass_ready_list(session, directive)
         directive = await call(
             session, "step", processId=process, attemptId=directive["attemptId"], **confirm(1)
         )
@@ -248,17 +256,7 @@ async def test_a_killed_server_is_replaced_and_the_run_continues(tmp_path: Path)
     async with serve(tmp_path) as session:
         directive = await begin(session, workflowId="todo-list", tasks=READY[1:])
         process = directive["processId"]
-        ready = [
-            {"action": t["action"], "expected_result": t["expected_result"]} for t in directive["ready_tasks"]
-        ]
-        directive = await call(
-            session,
-            "step",
-            processId=process,
-            attemptId=directive["attemptId"],
-            tasks=ready,
-            progress_checklist_outcome="two",
-        )
+        _ready, directive = await pass_ready_list(session, directive)
         directive = await call(
             session, "step", processId=process, attemptId=directive["attemptId"], **confirm(1)
         )
@@ -304,17 +302,7 @@ async def test_two_clients_racing_on_one_attempt_id(tmp_path: Path) -> None:
     async with serve(tmp_path) as first, serve(tmp_path) as second:
         directive = await begin(first, workflowId="todo-list", tasks=READY[1:])
         process = directive["processId"]
-        ready = [
-            {"action": t["action"], "expected_result": t["expected_result"]} for t in directive["ready_tasks"]
-        ]
-        directive = await call(
-            first,
-            "step",
-            processId=process,
-            attemptId=directive["attemptId"],
-            tasks=ready,
-            progress_checklist_outcome="two",
-        )
+        _ready, directive = await pass_ready_list(first, directive)
         outcomes: list[bool] = []
 
         async def race(session: ClientSession) -> None:

@@ -259,7 +259,7 @@ class TodoService:
             return card_data(directive) | {"directive": self._directive(process_id, directive)}
         runs = []
         for folder, meta in process.all_metas(self.run_dir):
-            directive = self._engine(folder.name).directive()
+            directive = self._peek(folder.name)
             runs.append(
                 {
                     "processId": folder.name,
@@ -269,6 +269,22 @@ class TodoService:
                 }
             )
         return {"runs": runs, "workflows": self.workflows.ids()}
+
+    def _peek(self, process_id: str) -> Directive:
+        """The current directive of a process, without keeping its files open (a listing
+        may name thousands of runs)."""
+        with self._lock:
+            cached = self._engines.get(process_id)
+        if cached is not None:
+            return cached[0].directive()
+        try:
+            engine, store = process.open_process(self.run_dir, process_id)
+        except (StoreError, PlanError) as error:
+            raise ServeError(str(error)) from None
+        try:
+            return engine.directive()
+        finally:
+            store.close()
 
     def _engine(self, process_id: str) -> Engine:
         with self._lock:

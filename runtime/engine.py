@@ -52,6 +52,18 @@ class Engine:
     def process_id(self) -> str:
         return self.store.process_id
 
+    def close(self) -> None:
+        """Release the store's files (a run folder's derived files are brought up to date)."""
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def directive(self) -> Directive:
         with self.store.locked() as state:
             return self._directive(state)

@@ -8,14 +8,30 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__all__ = ["Compiled", "Diagnostic", "ParseResult", "Span", "TodoflowError", "compile", "parse", "try_parse"]
+__all__ = [
+    "Compiled",
+    "Diagnostic",
+    "ParseResult",
+    "Span",
+    "TodoflowError",
+    "compile",
+    "parse",
+    "resume",
+    "start",
+    "try_parse",
+]
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from todoflow.api import Compiled, compile
+    from todoflow.api import Compiled, compile, resume, start
     from todoflow.dsl import Diagnostic, ParseResult, Span, TodoflowError, parse, try_parse
 
-_HOMES = {"Compiled": "todoflow.api", "compile": "todoflow.api"}
+_HOMES = {
+    "Compiled": "todoflow.api",
+    "compile": "todoflow.api",
+    "start": "todoflow.api",
+    "resume": "todoflow.api",
+}
 
 
 def __getattr__(name: str) -> object:

@@ -19,6 +19,7 @@ from todoflow.dsl.parser import normalize, try_parse
 if TYPE_CHECKING:
     from todoflow.compiler.artifacts import Artifacts
     from todoflow.compiler.model import CheckedWorkflow
+    from todoflow.runtime.engine import Engine
 
 
 class Analysis(NamedTuple):
@@ -108,3 +109,67 @@ def compile(source: str | os.PathLike[str], *, path: str | None = None) -> Compi
         text = file.read_bytes().decode("utf-8")
         return Compiled(analyze(text, path or str(source), file.parent))
     return Compiled(analyze(source, path or "<string>"))
+
+
+def start(
+    source: str | os.PathLike[str],
+    *,
+    run_dir: str | os.PathLike[str] = ".todoflow/runs",
+    workspace: str | os.PathLike[str] = ".",
+    tasks: list[dict[str, Any]] | None = None,
+) -> Engine:
+    """Start a run of a workflow (a `.todoflow` file or source text, or a plan.json) and
+    return its passive engine: `engine.directive()` says what the current node asks,
+    `engine.step(attempt_id, reply)` applies a reply. Use it as a context manager.
+
+    `tasks` is a ready checklist for the first todo_task step. Raises `TodoflowError`
+    when the workflow does not compile, `PlanError` when a plan or checklist cannot run.
+    """
+    from todoflow.compiler.artifacts import emit
+    from todoflow.runtime import process
+    from todoflow.runtime.plan import PlanError, from_plan, load_plan_files, parse_ready_tasks
+
+    path = Path(source) if isinstance(source, os.PathLike) or "\n" not in source else None
+    definition: Any
+    if path is not None and (path.suffix == ".json" or path.is_dir()):
+        definition, problems = load_plan_files(path)
+        if definition is None:
+            raise TodoflowError(problems, {})
+        title, digest, origin = definition.title, definition.source_sha256, definition.source
+    else:
+        compiled = compile(source)
+        compiled.raise_for_errors()
+        assert compiled.workflow is not None
+        definition = emit(compiled.workflow)
+        title, digest = compiled.workflow.title, compiled.workflow.source_sha256
+        origin = str(Path(source).resolve()) if path is not None and path.is_file() else "<string>"
+    ready = {}
+    if tasks is not None:
+        plan = from_plan(_plan_model(definition), "", "", None)
+        first = next((s.id for s in plan.steps if s.kind == "todo_task"), None)
+        if first is None:
+            raise PlanError("the workflow has no todo_task step to take a checklist")
+        ready = {first: parse_ready_tasks(tasks, "tasks")[0]}
+    meta = {
+        "title": title,
+        "source": origin,
+        "source_sha256": digest,
+        "workspace": str(Path(workspace).resolve()),
+    }
+    folder = process.create(Path(run_dir), definition, meta, ready)
+    return process.open_process(Path(run_dir), folder.name)[0]
+
+
+def resume(process_id: str, *, run_dir: str | os.PathLike[str] = ".todoflow/runs") -> Engine:
+    """The engine of an existing run, to continue it (from any process, after any crash)."""
+    from todoflow.runtime import process
+
+    engine, store = process.open_process(Path(run_dir), process_id)
+    store.repair()
+    return engine
+
+
+def _plan_model(definition: Any) -> Any:
+    from todoflow.compiler.formats import Plan
+
+    return Plan.model_validate_json(dict(definition.files)["plan.json"])

@@ -12,7 +12,7 @@ from typing import TextIO
 
 from .agents import Agent, Blocked, Stop
 from .card import card_text
-from .directive import Directive, PromptError
+from .directive import Directive
 from .engine import Engine, Refusal
 
 
@@ -67,6 +67,3 @@ def _progress_line(directive: Directive) -> str:
     if state.node == "revise":
         return f"{blocks} -> Revise checklist\n"
     return f"{blocks} -> Task {position}/{total}: {state.tasks[position - 1].action}\n"
-
-
-__all__ = ["PromptError", "drive"]

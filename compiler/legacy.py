@@ -43,6 +43,13 @@ def _steps(plan: Any) -> list[Any]:
     return steps if isinstance(steps, list) else []
 
 
+def _routes(step: dict[str, Any]) -> list[dict[str, Any]]:
+    """A step's routes, skipping what is not a route (malformed input is reported by the
+    reader's validation, not by a crash here)."""
+    routes = step.get("predefined_routes")
+    return [r for r in routes if isinstance(r, dict)] if isinstance(routes, list) else []
+
+
 def migrate_step(step: Any, path: str, found: list[Flattened]) -> Any:
     """The seed's `migrate_step`, mutating `step` as it does, and recording what moved."""
     if not isinstance(step, dict) or step.get("type") != "todo_task":
@@ -60,7 +67,7 @@ def migrate_step(step: Any, path: str, found: list[Flattened]) -> Any:
     found.append(
         Flattened(path, str(step.get("id")), inner_id if isinstance(inner_id, str) else None, tuple(promoted))
     )
-    for index, route in enumerate(step.get("predefined_routes", [])):
+    for index, route in enumerate(_routes(step)):
         if route.get("sub_agent_step"):
             where = f"{path}.predefined_routes[{index}].sub_agent_step"
             route["sub_agent_step"] = migrate_step(route["sub_agent_step"], where, found)
@@ -91,8 +98,8 @@ def _flatten_step(step: Any, path: str, found: list[Flattened]) -> Any:
         return step
     if step.get("type") == "todo_task" and INNER in step:
         step = migrate_step(step, path, found)  # promotes, and recurses into its routes
-    for index, route in enumerate(step.get("predefined_routes") or []):
-        if isinstance(route, dict) and isinstance(route.get("sub_agent_step"), dict):
+    for index, route in enumerate(_routes(step)):
+        if isinstance(route.get("sub_agent_step"), dict):
             where = f"{path}.predefined_routes[{index}].sub_agent_step"
             route["sub_agent_step"] = _flatten_step(route["sub_agent_step"], where, found)
     return step

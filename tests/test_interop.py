@@ -202,3 +202,48 @@ def test_a_legacy_plan_runs(tmp_path: Path) -> None:
     result = run_cli("run", str(folder / "plan.json"), "--agent", f"scripted:{replies}", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Nested B." in result.stdout or "plan-b" in result.stdout
+
+
+JSON_LEAF = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(max_size=6), st.sampled_from(["regular", "todo_task"])
+)
+JSON_KEYS = st.sampled_from(
+    [
+        "type",
+        "id",
+        "title",
+        "description",
+        "predefined_routes",
+        "tasks",
+        "next_step_id",
+        "todo_task_step",
+        "route_id",
+        "sub_agent_step",
+        "validation_schema",
+        "files",
+        "steps",
+        "x",
+    ]
+)
+JSON = st.recursive(
+    JSON_LEAF,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(JSON_KEYS, inner, max_size=6)),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(JSON, st.builds(lambda steps: {"steps": steps}, st.lists(JSON, max_size=3))))
+def test_any_json_gets_diagnostics_never_a_traceback(data: object) -> None:
+    result = decompile_text(json.dumps(data), "plan.json", None, "step_config.json", "w", "W")
+    for diagnostic in result.diagnostics:
+        assert diagnostic.render()
+
+
+def test_malformed_routes_are_diagnosed() -> None:
+    plan = json.dumps({"steps": [{"type": "todo_task", "id": "a", "title": "A", "predefined_routes": True}]})
+    result = decompile_text(plan, "plan.json", None, "step_config.json", "w", "W")
+    assert result.source is None
+    assert [d.message for d in result.diagnostics] == [
+        "steps[0].predefined_routes: input should be a valid list"
+    ]

@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from todoflow.dsl.diagnostics import Diagnostic
-from todoflow.dsl.spans import whole_file
 
 from .legacy import Flattened, is_legacy, migrate_plan
-from .planfile import load_json, read_plan
+from .planfile import load_json, read_plan, read_step_config
 
 CONFIG_FIELDS = ("execution_max_turns", "execution_llm", "conditional_llm")
 
@@ -46,14 +45,10 @@ def plan_migration(
     data, _ = load_json(text, str(plan_path))
     config = None
     if config_path is not None:
-        config, problems = load_json(config_path.read_text(encoding="utf-8"), str(config_path))
-        found += problems
-        if config is not None and not _config_shape(config):
-            found.append(
-                Diagnostic(
-                    "E0502", "error", "steps: a list of {id, agent_configs}", whole_file(str(config_path))
-                )
-            )
+        config_text = config_path.read_text(encoding="utf-8")
+        _, problems = read_step_config(config_text, str(config_path))  # its shape, checked first
+        found += [d for d in problems if d.is_error]
+        config, _ = load_json(config_text, str(config_path))
     if found or data is None:
         return None, found
     migration = Migration([], [], {}, [])
@@ -73,13 +68,6 @@ def plan_migration(
     if learnings is not None:
         _rename_learnings(learnings, pairs, migration)
     return migration, []
-
-
-def _config_shape(config: Any) -> bool:
-    steps = config.get("steps") if isinstance(config, dict) else None
-    return isinstance(steps, list) and all(
-        isinstance(e, dict) and isinstance(e.get("id"), str) for e in steps
-    )
 
 
 def _migrate_config(config: Any, path: Path, pairs: list[Flattened], migration: Migration) -> None:

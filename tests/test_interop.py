@@ -247,3 +247,13 @@ def test_malformed_routes_are_diagnosed() -> None:
     assert [d.message for d in result.diagnostics] == [
         "steps[0].predefined_routes: input should be a valid list"
     ]
+
+
+def test_a_malformed_step_config_is_diagnosed_and_nothing_is_written(tmp_path: Path) -> None:
+    folder = _copy("mixed", tmp_path)
+    (folder / "step_config.json").write_text('{"steps": [{"id": "plan-b-inner", "agent_configs": true}]}\n')
+    before = folder_digest(folder)
+    result = run_cli("migrate", "plan.json", "--write", cwd=folder)
+    assert result.returncode == 1
+    assert "steps[0].agent_configs" in result.stderr and "nothing written" in result.stderr
+    assert folder_digest(folder) == before

@@ -8,13 +8,13 @@ reading `prompt KIND from "file"` templates, through the `read` function given.
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
 from collections.abc import Callable, Iterator
 from typing import NamedTuple, TypeVar
 
 from todoflow.dsl import ast
 from todoflow.dsl.diagnostics import Diagnostic, Note, has_errors, sort_key
+from todoflow.dsl.parser import source_sha256
 from todoflow.dsl.spans import Span
 
 from .checklist import resolve_checklist
@@ -73,7 +73,7 @@ def check(workflow: ast.Workflow, text: str, path: str, read: ReadTemplate | Non
         workflow.title.value,
         tuple(steps),
         path,
-        hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        source_sha256(text),
         tuple(_reachable(workflow)[0]),
         workflow.span,
     )

@@ -25,8 +25,6 @@ from todoflow.dsl.nodes import node
 from .model import CheckedStep, CheckedWorkflow, StepKind
 
 END = "end"
-EVENTS = ("submit_tasks", "confirm", "teleport_revise_tasks", "submit_revision")
-GUARDS = ("has_task", "past_end")
 
 
 @node

@@ -48,6 +48,13 @@ def normalize(text: str) -> str:
     return text.replace("\r\n", "\n") if "\r" in text else text
 
 
+def source_sha256(text: str) -> str:
+    """The digest a compiled workflow carries: of the source text as the parser reads it."""
+    import hashlib
+
+    return hashlib.sha256(normalize(text).encode("utf-8")).hexdigest()
+
+
 def try_parse(text: str, path: str | None = None) -> ParseResult:
     """Parse without raising: for tools that show diagnostics themselves."""
     path = path or "<string>"

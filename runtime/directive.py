@@ -10,10 +10,11 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any
 
+from todoflow.compiler.checklist import MAX_TASKS, MAX_TEXT
 from todoflow.compiler.prompts import environment
 
 from .plan import RunStep, Task, Template
-from .replies import MAX_OUTCOME, MAX_TASKS, MAX_TEXT
+from .replies import MAX_OUTCOME
 from .state import ProcessState
 
 LIMITS = {"max_tasks": MAX_TASKS, "max_text": MAX_TEXT, "max_evidence": MAX_OUTCOME}

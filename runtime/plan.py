@@ -15,13 +15,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from todoflow.compiler import formats
+from todoflow.compiler.checklist import MAX_TASKS, MAX_TEXT
 from todoflow.compiler.ordering import order_tasks
 from todoflow.compiler.prompts import KINDS_BY_STEP, default_template
 from todoflow.dsl.diagnostics import Diagnostic
 from todoflow.dsl.nodes import node, replace
-
-MAX_TASKS = 100
-MAX_TEXT = 1000
 
 
 class PlanError(Exception):
@@ -260,11 +258,10 @@ class PlanFiles:
 def load_plan_files(path: Path) -> tuple[PlanFiles | None, list[Diagnostic]]:
     """plan.json (or a folder holding one), legacy nested steps flattened, beside it
     step_config.json and prompts/ if present; or the diagnostics that forbid running it."""
-    import hashlib
     import re
 
     from todoflow.compiler.planfile import read_plan, read_step_config
-    from todoflow.dsl.parser import normalize
+    from todoflow.dsl.parser import normalize, source_sha256
 
     file = path / "plan.json" if path.is_dir() else path
     text = normalize(file.read_text(encoding="utf-8"))
@@ -286,7 +283,7 @@ def load_plan_files(path: Path) -> tuple[PlanFiles | None, list[Diagnostic]]:
         return None, found
     name = re.sub(r"[^a-z0-9_-]+", "-", file.resolve().parent.name.lower()).strip("-_") or "plan"
     workflow_id = name if name[0].isalpha() else f"plan-{name}"
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    digest = source_sha256(text)
     definition = PlanFiles(
         workflow_id,
         f"{file.parent.name or workflow_id}/plan.json",

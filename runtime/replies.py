@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-MAX_TASKS = 100
-MAX_TEXT = 1000
+from todoflow.compiler.checklist import MAX_TASKS, MAX_TEXT
+
 MAX_OUTCOME = 500
 TELEPORT = "teleport-revise-tasks"
 

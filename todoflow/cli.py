@@ -273,14 +273,13 @@ def _start(args: argparse.Namespace) -> int:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    import hashlib
-
+    from todoflow.dsl.parser import source_sha256
     from todoflow.runtime import process
 
     meta = process.read_meta(Path(args.run_dir) / args.resume)
     source = Path(meta.get("source", ""))
     if source.is_file():
-        current = hashlib.sha256(normalize_source(source.read_text(encoding="utf-8")).encode()).hexdigest()
+        current = source_sha256(source.read_text(encoding="utf-8"))
         if current != meta.get("source_sha256") and not args.accept_changed_definition:
             print(
                 f"todoflow: error: {source} changed since run {args.resume} started "
@@ -291,12 +290,6 @@ def _resume(args: argparse.Namespace) -> int:
             )
             return EXIT_ERRORS
     return _drive(args, args.resume)
-
-
-def normalize_source(text: str) -> str:
-    from todoflow.dsl.parser import normalize
-
-    return normalize(text)
 
 
 def _drive(args: argparse.Namespace, process_id: str) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from todoflow.compiler.machine import checklist
@@ -71,6 +71,7 @@ class ProcessState:
         return self.tasks[self.position - 1] if self.node == "work" and self.position <= self.total else None
 
 
+@lru_cache(maxsize=256)  # a step checks the current attempt and hands out the next one
 def attempt_id(process_id: str, seq: int) -> str:
     """The attempt id of the directive given after `seq` entries: new for every state."""
     digest = hashlib.sha256(f"{process_id}:{seq}".encode()).hexdigest()[:12]

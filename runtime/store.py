@@ -30,13 +30,16 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+import pydantic_core
+
 from todoflow.compiler.artifacts import write_atomically
 
 from .events import entry_events, todos
 from .plan import RunPlan
 from .state import ProcessState, apply, from_json, initial_state, to_json
 
-SNAPSHOT_EVERY = 100
+FLUSH_EVERY = 100  # events.jsonl is brought up to date at least this often
+SNAPSHOT_EVERY = 1000  # loading replays at most this many entries
 CHUNK = 1 << 20  # the journal grows a MiB at a time
 Entry = Mapping[str, Any]
 
@@ -93,6 +96,7 @@ class FolderStore:
         self._thread_lock = threading.Lock()
         self._state: ProcessState | None = None
         self._offset = 0  # bytes of the journal folded into _state
+        self._allocated = 0  # the journal's size when last seen (it only grows)
         self._pending: list[bytes] = []  # events derived but not yet appended to events.jsonl
         self._journal = os.open(folder / "journal.jsonl", os.O_RDWR | os.O_CREAT, 0o644)
         self._events = os.open(folder / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -161,9 +165,12 @@ class FolderStore:
     def commit(self, entry: Entry, before: ProcessState, settled: ProcessState, after: ProcessState) -> None:
         line = _line(entry)
         end = self._offset + len(line)
-        grow = end > os.fstat(self._journal).st_size
+        if end > self._allocated:  # another process may have allocated since we last looked
+            self._allocated = os.fstat(self._journal).st_size
+        grow = end > self._allocated
         if grow:  # allocate the next chunk; the file's size changes, so this step syncs it all
             os.posix_fallocate(self._journal, self._offset, len(line) + CHUNK)
+            self._allocated = self._offset + len(line) + CHUNK
         os.pwrite(self._journal, line, self._offset)
         (os.fsync if grow else os.fdatasync)(self._journal)  # the step is confirmed once this returns
         self._offset = end
@@ -171,15 +178,19 @@ class FolderStore:
         self._pending += [
             _line(event) for event in entry_events(self.plan, before, settled, entry, self.process_id)
         ]
-        if settled.step_complete or after.seq % SNAPSHOT_EVERY == 0:
+        if settled.step_complete:  # the step's todos first: events at the journal's end vouch for them
             self.write_todos(settled)
-            self._write_snapshot(after)
+        if settled.step_complete or after.seq % FLUSH_EVERY == 0:
             self._flush_events()
+        if after.seq % SNAPSHOT_EVERY == 0:
+            self._write_snapshot(after)
 
     def _flush_events(self) -> None:
-        """Append the derived events; written last, events that reach the journal's end
-        say every derived file is up to date. Between flushes only the journal is written,
-        so each step's fsync has one small file to make durable."""
+        """Append the derived events; written after the todos of the steps they complete,
+        events that reach the journal's end say those todos are written too (the current
+        step's own todos are refreshed at its completion, on close and on repair). Between
+        flushes only the journal is written, so each step's fsync has one small file to
+        make durable."""
         if self._pending:
             os.write(self._events, b"".join(self._pending))
             self._pending = []
@@ -190,7 +201,7 @@ class FolderStore:
             return
         step = self.plan.step(state.step_id)
         if step.kind == "todo_task":
-            write_atomically(self.folder / "todos" / f"{step.id}.json", todos(step, state).to_json())
+            write_atomically(self.folder / "todos" / f"{step.id}.json", todos(step, state))
 
     def _write_snapshot(self, state: ProcessState) -> None:
         snapshot = {"offset": self._offset, "state": to_json(state)}
@@ -204,6 +215,7 @@ class FolderStore:
             leftover.unlink(missing_ok=True)  # the temporary file of an interrupted atomic replace
         with self.locked() as state:
             if _last_seq(self.folder / "events.jsonl") == state.seq:
+                self.write_todos(state)  # the current step's, possibly behind since its last refresh
                 return False
             lines: list[bytes] = []
             current = initial_state(self.plan, self.meta["started_at"])
@@ -238,11 +250,10 @@ def _written(data: bytes) -> bytes:
     return data if end < 0 else data[:end]
 
 
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
 def _line(record: Mapping[str, Any]) -> bytes:
-    return (_ENCODE(record) + "\n").encode()
+    """One compact JSON line, UTF-8 as it is: what `json.dumps(record, ensure_ascii=False,
+    separators=(",", ":"))` writes, at a quarter of its cost (a step writes three)."""
+    return pydantic_core.to_json(record) + b"\n"
 
 
 def _last_seq(path: Path) -> int:

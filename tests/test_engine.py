@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from todoflow.compiler import formats
 from todoflow.runtime.engine import Refusal
+from todoflow.runtime.events import todos
 from todoflow.runtime.state import attempt_id
 
 from .runtime_helpers import CHECKLIST, confirm, events, folder_digest, intake, start, tasks, walk
@@ -223,6 +225,20 @@ def test_evidence_lives_only_in_the_history(tmp_path: Path) -> None:
     assert "THE-EVIDENCE-TEXT" not in json.dumps(final.state.progress.results)
     completed = [e for e in events(store.folder) if e["event"] == "TodoTaskItemCompleted"]
     assert completed[0]["evidence"] == "THE-EVIDENCE-TEXT"
+
+
+def test_todos_json_is_the_formats_todos_document(tmp_path: Path) -> None:
+    """todos.json is written without validating it each time: it must stay what the model writes."""
+    engine, store = start(tmp_path, CHECKLIST)
+    step = store.plan.step("work")
+    seen = []
+    for _ in walk(engine, [intake("a", "b\u00e9", "c \u201cq\u201d"), confirm(1), confirm(2)]):
+        seen.append(todos(step, store.state()))
+    _revise(engine, tasks("a", "B", "c", "d"), resume=2)
+    seen.append(todos(step, store.state()))
+    for text in seen:
+        assert formats.Todos.model_validate_json(text).to_json() == text
+    assert '"status": "in_progress"' in seen[-1] and "\u00e9" in seen[0]
 
 
 def test_progress_is_display_only(tmp_path: Path) -> None:

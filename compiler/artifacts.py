@@ -10,8 +10,8 @@ and it writes nothing unless everything was emitted.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
-import tempfile
 from pathlib import Path
 
 from todoflow.dsl.nodes import node
@@ -133,13 +133,27 @@ def write(artifacts: Artifacts, folder: Path) -> list[Path]:
     return written
 
 
+_TEMPORARY = itertools.count()  # temporary names: unique per process, never reused
+
+
 def write_atomically(path: Path, text: str) -> None:
-    """Replace `path` with `text` so a reader sees the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    """Replace `path` with `text` so a reader sees the old file or the new one, never half.
+
+    The file gets the permissions a plain write gives (0o666 less the umask), not the
+    0o600 of `tempfile.mkstemp`; the folder is made only when it is missing (the runtime
+    refreshes todos files at every step's completion)."""
+    while True:
+        temporary = path.with_name(f".{path.name}.{os.getpid()}-{next(_TEMPORARY)}")
+        try:
+            handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:
+            continue  # left by a writer that died with the same process id
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
-            out.write(text)
+        with os.fdopen(handle, "wb") as out:
+            out.write(text.encode())
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -11,8 +11,8 @@ directive.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,10 @@ Clock = Callable[[], str]
 
 
 def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """The time in UTC to the millisecond, `2026-01-31T12:00:00.000Z`."""
+    milliseconds = time.time_ns() // 1_000_000
+    seconds, fraction = divmod(milliseconds, 1000)
+    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{fraction:03d}Z"
 
 
 class Refusal(Exception):
@@ -95,7 +98,7 @@ class Engine:
     def _entry(self, state: ProcessState, reply: object, by: str) -> dict[str, Any]:
         entry: dict[str, Any] = {"seq": state.seq + 1, "at": self.clock(), "by": by, "step": state.step_id}
         if isinstance(reply, IntakeReply):
-            tasks = [t.model_dump() for t in reply.tasks]
+            tasks = reply.model_dump(include={"tasks"})["tasks"]
             self._check_ready(state, tasks)
             return entry | {
                 "type": "submit_tasks",
@@ -114,7 +117,7 @@ class Engine:
                 raise Refused("teleportTo is only possible while working on a task of a todo_task step")
             return entry | {"type": "teleport", "position": state.position}
         assert isinstance(reply, RevisionReply)
-        tasks = [t.model_dump() for t in reply.tasks]
+        tasks = reply.model_dump(include={"tasks"})["tasks"]
         for given, old in zip(
             tasks, state.tasks, strict=False
         ):  # a task kept as it was keeps its constraints

@@ -97,6 +97,7 @@ def _moves(kind: str) -> tuple[dict[tuple[str, str], str], dict[str, tuple[tuple
     return moves, {k: tuple(v) for k, v in automatic.items()}
 
 
+@cache  # a handful of (kind, node, event, guard) combinations, asked at every step
 def move(kind: str, current: str, event: str, has_task: bool) -> str | None:
     """The node after `event` (through the cursor's automatic moves), or None if not allowed."""
     moves, automatic = _moves(kind)

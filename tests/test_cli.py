@@ -169,6 +169,16 @@ def test_compile_writes_every_artifact(tmp_path: Path) -> None:
     assert len(workflow["source_sha256"]) == 64
 
 
+def test_written_files_get_the_permissions_of_a_plain_write(tmp_path: Path) -> None:
+    umask = os.umask(0)
+    os.umask(umask)
+    result = run_cli("compile", relative(EXAMPLES[0]), "-o", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    for path in (tmp_path / "out").rglob("*.json"):
+        assert path.stat().st_mode & 0o777 == 0o666 & ~umask, path
+    assert not [p for p in (tmp_path / "out").rglob(".*")], "a temporary file was left behind"
+
+
 def test_compile_to_stdout_prints_plan_json() -> None:
     result = run_cli("compile", "examples/release.todoflow", "-o", "-")
     assert result.returncode == 0

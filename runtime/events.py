@@ -49,29 +49,34 @@ def entry_events(
 
     if kind == "confirm":  # the common step: two events, whatever the length of the list
         position = before.position
-        result = {"result": entry["outcome"], "evidence": entry["evidence"]}
-        if step.kind == "todo_task":
-            task = before.tasks[position - 1]
-            event(
-                "TodoTaskItemCompleted",
-                todo_id=_todo_id(position),
-                title=task.action,
-                completed_by="orchestrator",
-                **result,
+        if step.kind != "todo_task":
+            event("StepConfirmed", result=entry["outcome"], evidence=entry["evidence"])
+        else:  # spelled out: this runs at every confirmation
+            events.append(
+                {
+                    "event": "TodoTaskItemCompleted",
+                    **head,
+                    "todo_id": _todo_id(position),
+                    "title": before.tasks[position - 1].action,
+                    "completed_by": "orchestrator",
+                    "result": entry["outcome"],
+                    "evidence": entry["evidence"],
+                }
             )
             if not settled.step_complete:
-                following = settled.tasks[settled.position - 1]
-                event(
-                    "TodoTaskItemUpdated",
-                    todo_id=_todo_id(settled.position),
-                    title=following.action,
-                    old_status="pending",
-                    new_status="in_progress",
-                    notes="",
-                    updated_by="orchestrator",
+                following = settled.position
+                events.append(
+                    {
+                        "event": "TodoTaskItemUpdated",
+                        **head,
+                        "todo_id": _todo_id(following),
+                        "title": settled.tasks[following - 1].action,
+                        "old_status": "pending",
+                        "new_status": "in_progress",
+                        "notes": "",
+                        "updated_by": "orchestrator",
+                    }
                 )
-        else:
-            event("StepConfirmed", **result)
     elif kind == "teleport":
         event("TodoTaskRevisionStarted", todo_id=_todo_id(before.position), reason="teleport-revise-tasks")
     else:

@@ -89,6 +89,22 @@ class MemoryStore:
         return list(self.journal)
 
 
+class _Hold:
+    """`FolderStore.locked()`: the thread lock, then the file lock, for one step. A class
+    rather than a generator-based context manager: it is entered at every step."""
+
+    __slots__ = ("store",)
+
+    def __init__(self, store: FolderStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> ProcessState:
+        return self.store._acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.store._release()
+
+
 class FolderStore:
     def __init__(self, folder: Path, plan: RunPlan, meta: Mapping[str, Any]) -> None:
         self.folder, self.plan, self.meta = folder, plan, dict(meta)
@@ -101,6 +117,7 @@ class FolderStore:
         self._journal = os.open(folder / "journal.jsonl", os.O_RDWR | os.O_CREAT, 0o644)
         self._events = os.open(folder / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._lockfile = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        self._hold = _Hold(self)
 
     def close(self) -> None:
         """Flush what is derived and release the files; the journal is already durable."""
@@ -112,14 +129,25 @@ class FolderStore:
 
     # -- loading -------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[ProcessState]:
-        with self._thread_lock:
+    def locked(self) -> contextlib.AbstractContextManager[ProcessState]:
+        return self._hold
+
+    def _acquire(self) -> ProcessState:
+        self._thread_lock.acquire()
+        try:
             fcntl.flock(self._lockfile, fcntl.LOCK_EX)
-            try:
-                yield self._refresh()
-            finally:
-                fcntl.flock(self._lockfile, fcntl.LOCK_UN)
+        except BaseException:
+            self._thread_lock.release()
+            raise
+        try:
+            return self._refresh()
+        except BaseException:
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        fcntl.flock(self._lockfile, fcntl.LOCK_UN)
+        self._thread_lock.release()
 
     def state(self) -> ProcessState:
         with self.locked() as state:

@@ -136,21 +136,15 @@ def write(artifacts: Artifacts, folder: Path) -> list[Path]:
 _TEMPORARY = itertools.count()  # temporary names: unique per process, never reused
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str, spare: Path | None = None) -> None:
     """Replace `path` with `text` so a reader sees the old file or the new one, never half.
 
     The file gets the permissions a plain write gives (0o666 less the umask), not the
-    0o600 of `tempfile.mkstemp`; the folder is made only when it is missing (the runtime
-    refreshes todos files at every step's completion)."""
-    while True:
-        temporary = path.with_name(f".{path.name}.{os.getpid()}-{next(_TEMPORARY)}")
-        try:
-            handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            break
-        except FileExistsError:
-            continue  # left by a writer that died with the same process id
-        except FileNotFoundError:
-            path.parent.mkdir(parents=True, exist_ok=True)
+    0o600 of `tempfile.mkstemp`. `spare`, an existing file beside `path` made ahead of
+    time, is filled and renamed into place instead of creating a temporary file: on some
+    file systems creating a file costs more than a runtime step (docs/performance.md)."""
+    opened = _open_spare(spare) if spare is not None else None
+    handle, temporary = opened or _create_beside(path)
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(text.encode())
@@ -159,3 +153,22 @@ def write_atomically(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def _open_spare(spare: Path) -> tuple[int, Path] | None:
+    try:
+        return os.open(spare, os.O_WRONLY | os.O_TRUNC), spare
+    except FileNotFoundError:
+        return None  # used already, or never made
+
+
+def _create_beside(path: Path) -> tuple[int, Path]:
+    """A new temporary file in `path`'s folder (made if missing), open for writing."""
+    while True:
+        temporary = path.with_name(f".{path.name}.{os.getpid()}-{next(_TEMPORARY)}")
+        try:
+            return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), temporary
+        except FileExistsError:
+            continue  # left by a writer that died with the same process id
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)

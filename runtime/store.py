@@ -5,9 +5,11 @@
     run.json             who the process is: workflow, source, its sha256, when it started
     plan/                the plan the run started with (plan.json, step_config.json, prompts/)
     journal.jsonl        append-only; one line per applied reply, durable before the step returns
-    snapshot.json        the state after some entry, replaced atomically now and then (fast loading)
+    snapshot.json        the state every 1,000 entries, replaced atomically (fast loading)
     events.jsonl         the seed's events, derived; rebuilt from the journal after a crash
     todos/<step>.json    the seed's todos.json per todo_task step, derived
+    todos/.spare-<step>  made when the run is first opened; the step's completion fills it
+                         and renames it into place instead of creating a file
     lock                 steps on one process take this file lock, one at a time
 
 A step costs one fdatasync whatever the run's length. The journal is allocated ahead
@@ -118,6 +120,19 @@ class FolderStore:
         self._events = os.open(folder / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._lockfile = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o644)
         self._hold = _Hold(self)
+        self._prepare_todos()
+
+    def _prepare_todos(self) -> None:
+        """A new run gets todos/ and, per todo_task step, a spare file that the step's
+        completion fills and renames into place: creating a file there would cost more
+        than the step itself on some file systems (the journal is allocated ahead too)."""
+        folder = self.folder / "todos"
+        if folder.exists():
+            return
+        folder.mkdir(exist_ok=True)
+        for step in self.plan.steps:
+            if step.kind == "todo_task":
+                os.close(os.open(_spare(folder, step.id), os.O_WRONLY | os.O_CREAT, 0o666))
 
     def close(self) -> None:
         """Flush what is derived and release the files; the journal is already durable."""
@@ -229,7 +244,8 @@ class FolderStore:
             return
         step = self.plan.step(state.step_id)
         if step.kind == "todo_task":
-            write_atomically(self.folder / "todos" / f"{step.id}.json", todos(step, state))
+            folder = self.folder / "todos"
+            write_atomically(folder / f"{step.id}.json", todos(step, state), _spare(folder, step.id))
 
     def _write_snapshot(self, state: ProcessState) -> None:
         snapshot = {"offset": self._offset, "state": to_json(state)}
@@ -263,6 +279,10 @@ class FolderStore:
             self._events = os.open(self.folder / "events.jsonl", os.O_WRONLY | os.O_APPEND)
             self.write_todos(state)
             return True
+
+
+def _spare(folder: Path, step_id: str) -> Path:
+    return folder / f".spare-{step_id}"
 
 
 def read_journal(folder: Path) -> list[dict[str, Any]]:

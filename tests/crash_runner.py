@@ -69,15 +69,18 @@ class _Os:
         sync(fd)
 
 
-def _atomic(path: Path, text: str) -> None:
+def _atomic(path: Path, text: str, spare: Path | None = None) -> None:
     if _reached():
-        if MODE == "partial":
-            path.parent.mkdir(parents=True, exist_ok=True)
-            (path.parent / f".{path.name}.crashed").write_text(text[: len(text) // 2])
+        if MODE == "partial":  # half of the text in the file that was to be renamed into place
+            temporary = path.parent / f".{path.name}.crashed"
+            if spare is not None and spare.exists():
+                temporary = spare
+            temporary.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_text(text[: len(text) // 2])
         elif MODE == "after":
-            _real_atomic(path, text)
+            _real_atomic(path, text, spare)
         _die()
-    _real_atomic(path, text)
+    _real_atomic(path, text, spare)
 
 
 store_module.os = _Os()  # type: ignore[assignment]

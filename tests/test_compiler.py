@@ -13,6 +13,7 @@ import jsonschema
 import pytest
 
 import todoflow
+from todoflow.compiler.artifacts import write_atomically
 from todoflow.compiler.formats import SCHEMAS, schema
 from todoflow.compiler.machine import Machine, MachineState, MachineTransition, structure_problems
 
@@ -224,3 +225,13 @@ def test_plan_json_built_step_by_step_is_the_models_own_dump(path: Path) -> None
     compiled = _compiled(path)
     assert compiled.workflow is not None
     assert compiled.artifacts.file("plan.json") == plan_model(compiled.workflow).to_json()
+
+
+def test_write_atomically_fills_a_spare_or_makes_a_temporary(tmp_path: Path) -> None:
+    target, spare = tmp_path / "out" / "a.json", tmp_path / "out" / ".spare-a"
+    write_atomically(target, "first\n", spare)  # no spare yet: the folder and a temporary are made
+    assert target.read_text() == "first\n"
+    spare.write_text("stale bytes, longer than what replaces them")
+    write_atomically(target, "second\n", spare)
+    assert target.read_text() == "second\n"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["a.json"]

@@ -241,6 +241,18 @@ def test_todos_json_is_the_formats_todos_document(tmp_path: Path) -> None:
     assert '"status": "in_progress"' in seen[-1] and "\u00e9" in seen[0]
 
 
+def test_a_step_completion_fills_the_spare_made_when_the_run_began(tmp_path: Path) -> None:
+    """Creating a file can cost more than a step, so each todo_task step's todos file is
+    a spare made when the run folder is first opened, filled and renamed at completion."""
+    engine, store = start(tmp_path, CHECKLIST)
+    todos_folder = store.folder / "todos"
+    assert sorted(p.name for p in todos_folder.iterdir()) == [".spare-work"]
+    (tmp_path / "workspace" / "out.txt").write_text("done")
+    *_, final = walk(engine, [intake("a"), confirm(1)])
+    assert final.completed
+    assert sorted(p.name for p in todos_folder.iterdir()) == ["work.json"]
+
+
 def test_progress_is_display_only(tmp_path: Path) -> None:
     def run(folder: Path, outcome: str) -> list[tuple[str, int, int, str]]:
         engine, _ = start(folder, CHECKLIST)

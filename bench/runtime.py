@@ -1,6 +1,6 @@
 """Runtime speed: the cost of one engine step, against floors measured in the same run.
 
-1. A 100-task run and a 1,000-task run (10 steps x 100 tasks) with a scripted agent
+1. 100-task runs and a 1,000-task run (10 steps x 100 tasks) with a scripted agent
    and the durable run folder, against the floor of appending one state-change line
    to a file and fsyncing it, per step, with no engine.
 2. The engine with an in-memory store against bare python-statemachine transitions
@@ -49,19 +49,23 @@ def replies(steps: int, tasks: int) -> list[dict[str, str]]:
     ]
 
 
-def durable_run(folder: Path, steps: int, tasks: int) -> tuple[float, int]:
+def durable_run(folder: Path, steps: int, tasks: int, runs: int = 1) -> tuple[float, int]:
+    """`runs` processes of the workflow driven to completion: their time and their steps."""
     compiled = todoflow.compile(source(steps, tasks), path="bench.todoflow")
     compiled.raise_for_errors()
-    meta = {"process_id": f"bench-{steps}x{tasks}", "title": "bench", "workspace": str(folder)}
-    process.create(folder / "runs", compiled.artifacts, meta)
-    engine, store = process.open_process(folder / "runs", meta["process_id"])
-    agent = ScriptedAgent(replies(steps, tasks), folder)
-    start = time.perf_counter()
-    outcome = drive(engine, agent, io.StringIO())
-    elapsed = time.perf_counter() - start
-    store.close()
-    assert outcome == "complete", outcome
-    return elapsed, len(store.entries())
+    elapsed, entries = 0.0, 0
+    for run in range(runs):
+        meta = {"process_id": f"bench-{steps}x{tasks}-{run}", "title": "bench", "workspace": str(folder)}
+        process.create(folder / "runs", compiled.artifacts, meta)
+        engine, store = process.open_process(folder / "runs", meta["process_id"])
+        agent = ScriptedAgent(replies(steps, tasks), folder)
+        start = time.perf_counter()
+        outcome = drive(engine, agent, io.StringIO())
+        elapsed += time.perf_counter() - start
+        store.close()
+        assert outcome == "complete", outcome
+        entries += len(store.entries())
+    return elapsed, entries
 
 
 def fsync_floor(folder: Path, count: int) -> float:
@@ -133,7 +137,8 @@ def _plan(compiled: todoflow.Compiled):  # type: ignore[no-untyped-def]
 def main() -> None:
     # Rounds interleave the floor with the runs: each run is compared with the floor
     # measured just before and just after it, so a slow spell of the disk falls on both
-    # sides of a ratio; the medians over the rounds are reported.
+    # sides of a ratio; the medians over the rounds are reported. A round drives five
+    # 100-task runs (101 steps take ~15 ms, short enough for one slow spell to swamp it).
     small_steps = large_steps = 0
     per: dict[str, list[float]] = {"floor": [], "small": [], "large": []}
     ratios: dict[str, list[float]] = {"small": [], "large": [], "flat": []}
@@ -141,7 +146,7 @@ def main() -> None:
         for round_ in range(ROUNDS):
             folder = Path(temporary) / str(round_)
             before = fsync_floor(folder.parent, 500)
-            small, small_steps = durable_run(folder / "small", 1, 100)
+            small, small_steps = durable_run(folder / "small", 1, 100, runs=5)
             large, large_steps = durable_run(folder / "large", 10, 100)
             floor = (before + fsync_floor(folder.parent, 500)) / 2
             per["floor"].append(floor)
@@ -155,7 +160,7 @@ def main() -> None:
     spread = {name: f"{min(v):.2f}-{max(v):.2f}" for name, v in ratios.items()}
     print(f"{ROUNDS} rounds; medians, with the range of the ratios over the rounds")
     print(f"{'floor: append + fsync one line':40s} {value['floor'] * 1e6:8.1f} us per step")
-    runs = (("small", "100-task run", small_steps), ("large", "1,000-task run", large_steps))
+    runs = (("small", "100-task runs", small_steps), ("large", "1,000-task run", large_steps))
     for name, label, steps in runs:
         print(
             f"{f'{label} ({steps} steps)':40s} {value[name] * 1e6:8.1f} us per step "

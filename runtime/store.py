@@ -120,12 +120,18 @@ class FolderStore:
         self._events = os.open(folder / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._lockfile = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o644)
         self._hold = _Hold(self)
-        self._prepare_todos()
+        self._prepare()
 
-    def _prepare_todos(self) -> None:
-        """A new run gets todos/ and, per todo_task step, a spare file that the step's
-        completion fills and renames into place: creating a file there would cost more
-        than the step itself on some file systems (the journal is allocated ahead too)."""
+    def _prepare(self) -> None:
+        """A new run folder, opened for the first time, gets ready for its steps: the
+        journal's first chunk allocated and synced, todos/ and, per todo_task step, a
+        spare file that the step's completion fills and renames into place. Creating a
+        file or growing one costs more than a step on some file systems; done here, no
+        step pays for it."""
+        if os.fstat(self._journal).st_size == 0:
+            os.posix_fallocate(self._journal, 0, CHUNK)
+            os.fsync(self._journal)
+            self._allocated = CHUNK
         folder = self.folder / "todos"
         if folder.exists():
             return

@@ -115,7 +115,7 @@ class FolderStore:
         self._state: ProcessState | None = None
         self._offset = 0  # bytes of the journal folded into _state
         self._allocated = 0  # the journal's size when last seen (it only grows)
-        self._pending: list[bytes] = []  # events derived but not yet appended to events.jsonl
+        self._pending: list[tuple[ProcessState, ProcessState, Entry]] = []  # entries whose events wait
         self._journal = os.open(folder / "journal.jsonl", os.O_RDWR | os.O_CREAT, 0o644)
         self._events = os.open(folder / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._lockfile = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -224,9 +224,7 @@ class FolderStore:
         (os.fsync if grow else os.fdatasync)(self._journal)  # the step is confirmed once this returns
         self._offset = end
         self._state = after
-        self._pending += [
-            _line(event) for event in entry_events(self.plan, before, settled, entry, self.process_id)
-        ]
+        self._pending.append((before, settled, entry))
         if settled.step_complete:  # the step's todos first: events at the journal's end vouch for them
             self.write_todos(settled)
         if settled.step_complete or after.seq % FLUSH_EVERY == 0:
@@ -235,13 +233,19 @@ class FolderStore:
             self._write_snapshot(after)
 
     def _flush_events(self) -> None:
-        """Append the derived events; written after the todos of the steps they complete,
-        events that reach the journal's end say those todos are written too (the current
-        step's own todos are refreshed at its completion, on close and on repair). Between
-        flushes only the journal is written, so each step's fsync has one small file to
-        make durable."""
+        """Derive and append the events of the entries since the last flush, in one batch
+        rather than a little at every step. Written after the todos of the steps they
+        complete, events that reach the journal's end say those todos are written too (the
+        current step's own todos are refreshed at its completion, on close and on repair).
+        Between flushes only the journal is written, so each step's sync has one small
+        file to make durable."""
         if self._pending:
-            os.write(self._events, b"".join(self._pending))
+            lines = [
+                _line(event)
+                for before, settled, entry in self._pending
+                for event in entry_events(self.plan, before, settled, entry, self.process_id)
+            ]
+            os.write(self._events, b"".join(lines))
             self._pending = []
 
     def write_todos(self, state: ProcessState) -> None:

@@ -43,6 +43,7 @@ from .state import ProcessState, apply, from_json, initial_state, to_json
 FLUSH_EVERY = 100  # events.jsonl is brought up to date at least this often
 SNAPSHOT_EVERY = 1000  # loading replays at most this many entries
 CHUNK = 1 << 20  # the journal grows a MiB at a time
+READ_PIECE = 1 << 16
 Entry = Mapping[str, Any]
 
 
@@ -192,7 +193,7 @@ class FolderStore:
             return start, 0  # no snapshot, or a damaged one: replay the journal from the start
 
     def _replay(self, state: ProcessState, offset: int) -> tuple[ProcessState, int]:
-        data = _written(os.pread(self._journal, os.fstat(self._journal).st_size - offset, offset))
+        data = self._written_from(offset)
         complete = data.rfind(b"\n") + 1
         if complete < len(data):  # a torn last line: the step never returned, so erase it
             os.pwrite(self._journal, b"\0" * (len(data) - complete), offset + complete)
@@ -205,6 +206,18 @@ class FolderStore:
                 )
             state = apply(self.plan, state, entry)
         return state, offset + complete
+
+    def _written_from(self, offset: int) -> bytes:
+        """The journal's bytes from `offset` to its zero tail, read a piece at a time: a
+        fresh run's journal is a MiB of zeros, not worth reading to open it."""
+        pieces = []
+        while piece := os.pread(self._journal, READ_PIECE, offset):
+            written = _written(piece)
+            pieces.append(written)
+            if len(written) < len(piece):
+                break
+            offset += len(piece)
+        return b"".join(pieces)
 
     def entries(self) -> list[dict[str, Any]]:
         return read_journal(self.folder)

@@ -297,3 +297,17 @@ def test_racing_confirmations_with_one_attempt_id_exactly_one_wins(tmp_path: Pat
         thread.join()
     assert sorted(results) == ["refused"] * 7 + ["won"]
     assert engine.directive().state.position == 2
+
+
+def test_a_reopened_run_reads_a_journal_longer_than_one_read(tmp_path: Path) -> None:
+    """Opening reads the journal a piece at a time up to its zero tail; an entry that
+    spans pieces (100 tasks of 1,000 characters) must come back whole."""
+    from todoflow.runtime import process
+
+    engine, _ = start(tmp_path, CHECKLIST)
+    long = [{"action": f"{i} " + "a" * 990, "expected_result": "b" * 1000} for i in range(100)]
+    replies = [{"tasks": long, "progress_checklist_outcome": "long"}, confirm(1), confirm(2)]
+    *_, live = walk(engine, replies)
+    reopened, _ = process.open_process(tmp_path / "runs", "p-1")
+    assert reopened.directive().state == live.state
+    assert (live.state.position, live.state.total) == (3, 100)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .directive import Directive
+from .plan import Task
 from .replies import IntakeReply, Refused, RevisionReply, TeleportReply, WorkReply, parse_reply
 from .state import ProcessState, attempt_id, leave, settle
 from .store import Store
@@ -98,13 +99,14 @@ class Engine:
     def _entry(self, state: ProcessState, reply: object, by: str) -> dict[str, Any]:
         entry: dict[str, Any] = {"seq": state.seq + 1, "at": self.clock(), "by": by, "step": state.step_id}
         if isinstance(reply, IntakeReply):
-            tasks = reply.model_dump(include={"tasks"})["tasks"]
-            self._check_ready(state, tasks)
-            return entry | {
-                "type": "submit_tasks",
-                "tasks": tasks,
-                "checklist_outcome": reply.progress_checklist_outcome,
-            }
+            entry["type"] = "submit_tasks"
+            ready = self.plan.step(state.step_id or "").ready_tasks
+            if ready is None:
+                entry["tasks"] = reply.model_dump(include={"tasks"})["tasks"]
+            else:  # passed on unchanged, so the entry names it: the run's plan holds it
+                _check_ready(reply, ready)
+                entry["ready"] = True
+            return entry | {"checklist_outcome": reply.progress_checklist_outcome}
         if isinstance(reply, WorkReply):
             return entry | {
                 "type": "confirm",
@@ -134,25 +136,6 @@ class Engine:
             "work_outcome": reply.progress_execution_outcome,
         }
 
-    def _check_ready(self, state: ProcessState, tasks: list[dict[str, Any]]) -> None:
-        """A ready checklist belongs to its author: it is passed on as it is, and keeps its constraints."""
-        ready = self.plan.step(state.step_id or "").ready_tasks
-        if ready is None:
-            return
-        if len(tasks) != len(ready):
-            raise Refused(
-                f"tasks holds {len(tasks)} tasks; the ready checklist has {len(ready)}, passed on unchanged"
-            )
-        for index, (given, expected) in enumerate(zip(tasks, ready, strict=True)):
-            for field in ("action", "expected_result"):
-                if given[field] != getattr(expected, field):
-                    raise Refused(
-                        f"tasks[{index}].{field} differs from the ready checklist; "
-                        "pass its wording on unchanged"
-                    )
-            if expected.constraints:
-                given["constraints"] = list(expected.constraints)
-
     def _check_outputs(self, settled: ProcessState) -> None:
         step = self.plan.step(settled.step_id or "")
         for name in step.expected_files:
@@ -160,4 +143,19 @@ class Engine:
                 raise Refused(
                     f"step `{step.id}` cannot complete: "
                     f"its expected file `{name}` does not exist in the workspace"
+                )
+
+
+def _check_ready(reply: IntakeReply, ready: tuple[Task, ...]) -> None:
+    """A ready checklist belongs to its author: it is passed on as it is (and keeps its
+    constraints, which the plan holds)."""
+    if len(reply.tasks) != len(ready):
+        raise Refused(
+            f"tasks holds {len(reply.tasks)} tasks; the ready checklist has {len(ready)}, passed on unchanged"
+        )
+    for index, (given, expected) in enumerate(zip(reply.tasks, ready, strict=True)):
+        for field in ("action", "expected_result"):
+            if getattr(given, field) != getattr(expected, field):
+                raise Refused(
+                    f"tasks[{index}].{field} differs from the ready checklist; pass its wording on unchanged"
                 )

@@ -40,6 +40,11 @@ class Task:
             out["constraints"] = list(self.constraints)
         return out
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Task:
+        """The task `as_dict` wrote (a journal entry, a snapshot, a ready_tasks.json)."""
+        return cls(data["action"], data["expected_result"], tuple(data.get("constraints", ())))
+
 
 @node
 class Route:

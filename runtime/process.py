@@ -77,12 +77,7 @@ def _plan(folder: Path, meta: dict[str, Any]) -> RunPlan:
     ready_file = folder / "plan" / "ready_tasks.json"
     if ready_file.exists():
         data = json.loads(ready_file.read_text(encoding="utf-8"))
-        ready = {
-            step: tuple(
-                Task(t["action"], t["expected_result"], tuple(t.get("constraints", ()))) for t in tasks
-            )
-            for step, tasks in data.items()
-        }
+        ready = {step: tuple(Task.from_dict(t) for t in tasks) for step, tasks in data.items()}
         plan = with_ready_tasks(plan, ready)
     return plan
 

@@ -129,10 +129,10 @@ def settle(plan: RunPlan, state: ProcessState, entry: Mapping[str, Any]) -> Proc
     kind, at = entry["type"], entry["at"]
     replies = state.agent_replies + (entry.get("by", "agent") == "agent")
     progress = state.progress
-    if kind == "submit_tasks":
-        tasks = tuple(
-            Task(t["action"], t["expected_result"], tuple(t.get("constraints", ()))) for t in entry["tasks"]
-        )
+    if kind == "submit_tasks":  # the step's ready checklist, passed on unchanged, or the agent's
+        tasks = step.ready_tasks if entry.get("ready") else None
+        if tasks is None:
+            tasks = tuple(map(Task.from_dict, entry["tasks"]))
         progress = Progress(entry["checklist_outcome"], progress.work, (PENDING,) * len(tasks))
         times = ((at, at),) * len(tasks)
         return _after(step, state, kind, tasks, 1, progress, times, replies)
@@ -149,9 +149,7 @@ def settle(plan: RunPlan, state: ProcessState, entry: Mapping[str, Any]) -> Proc
             state, seq=state.seq + 1, node=target, agent_replies=replies, step_replies=state.step_replies + 1
         )
     if kind == "revise":
-        tasks = tuple(
-            Task(t["action"], t["expected_result"], tuple(t.get("constraints", ()))) for t in entry["tasks"]
-        )
+        tasks = tuple(map(Task.from_dict, entry["tasks"]))
         resume = entry["resume_from_task"]
         kept = _unchanged_prefix(state, tasks, resume)
         results = (*progress.results[:kept], *(PENDING,) * (len(tasks) - kept))
@@ -254,9 +252,7 @@ def from_json(data: Mapping[str, Any]) -> ProcessState:
         data["seq"],
         data["step_id"],
         data["node"],
-        tuple(
-            Task(t["action"], t["expected_result"], tuple(t.get("constraints", ()))) for t in data["tasks"]
-        ),
+        tuple(map(Task.from_dict, data["tasks"])),
         data["position"],
         Progress(progress["checklist"], progress["work"], tuple(progress["results"])),
         tuple(data["completed_steps"]),

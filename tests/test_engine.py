@@ -197,11 +197,14 @@ def test_completion_needs_the_expected_files(tmp_path: Path) -> None:
 
 
 def test_a_ready_checklist_is_passed_on_unchanged(tmp_path: Path) -> None:
+    from todoflow.runtime import process
+
     source = (
         'workflow w "W" {\n  todo_task t "T" {\n    tasks {\n'
-        '      "a" => "a is done"\n      "b" => "b is done"\n    }\n  }\n}\n'
+        '      a: "a" => "a is done"\n      "b" => "b is done"\n'
+        '      constraint "Careful" on a\n    }\n  }\n}\n'
     )
-    engine, _ = start(tmp_path, source)
+    engine, store = start(tmp_path, source)
     directive = engine.directive()
     assert [t.action for t in directive.ready_tasks or ()] == ["a", "b"]
     assert (
@@ -211,7 +214,13 @@ def test_a_ready_checklist_is_passed_on_unchanged(tmp_path: Path) -> None:
     assert _refusal(engine, intake("a", "B")).reason.startswith(
         "tasks[1].action differs from the ready checklist"
     )
-    assert engine.step(directive.attempt_id, intake("a", "b")).role == "Task 1/2"
+    after = engine.step(directive.attempt_id, intake("a", "b"))
+    assert after.role == "Task 1/2" and after.state.tasks[0].constraints == ("Careful",)
+    # the journal names the ready checklist instead of copying it; the plan holds it
+    (entry,) = store.entries()
+    assert entry["ready"] is True and "tasks" not in entry
+    reopened, _ = process.open_process(tmp_path / "runs", "p-1")
+    assert reopened.directive().state == after.state
 
 
 def test_evidence_lives_only_in_the_history(tmp_path: Path) -> None:

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import sys
 from pathlib import Path
 
 import jsonschema
 
 from todoflow.compiler.formats import schema
+from todoflow.runtime.agents import HumanAgent
 from todoflow.runtime.store import read_journal
 
 from .conftest import ROOT, run_cli
+from .runtime_helpers import intake, start, walk
 
 EXAMPLE = ROOT / "examples" / "release.todoflow"
 REPLIES = ROOT / "examples" / "replies" / "release.yaml"
@@ -198,3 +203,36 @@ def test_run_usage_errors(tmp_path: Path) -> None:
     assert run_cli("run", cwd=tmp_path).returncode == 2
     unknown = run_cli("run", str(EXAMPLE), "--agent", "robot", cwd=tmp_path)
     assert unknown.returncode == 2 and "unknown agent `robot`" in unknown.stderr
+
+
+def test_human_revises_the_checklist_in_the_editor(tmp_path: Path) -> None:
+    """At a terminal with $EDITOR set, the checklist opens in the editor (here a script
+    that adds a task); the rest is typed. A pseudo-terminal stands in for the person."""
+    edit = tmp_path / "edit.py"
+    edit.write_text(
+        "import sys, pathlib\n"
+        "path = pathlib.Path(sys.argv[1])\n"
+        "lines = path.read_text().splitlines()\n"
+        "assert lines[0].startswith('#') and lines[1:] == ['a => a is done', 'b => b is done'], lines\n"
+        "path.write_text('\\n'.join([*lines, 'c => c is done']) + '\\n')\n"
+    )
+    engine, _ = start(tmp_path, 'workflow w "W" {\n    todo_task t "T" {\n    }\n}\n')
+    *_, directive = walk(engine, [intake("a", "b"), {"teleportTo": "teleport-revise-tasks"}])
+    assert directive.node == "revise"
+    person, terminal = os.openpty()
+    with os.fdopen(terminal, "r") as keyboard:
+        os.write(person, b"1\nthree tasks\nnothing done yet\n")
+        agent = HumanAgent(keyboard, io.StringIO(), editor=f"{sys.executable} {edit}")
+        answer = agent.reply(directive)
+    os.close(person)
+    assert answer == {
+        "tasks": [
+            {"action": "a", "expected_result": "a is done"},
+            {"action": "b", "expected_result": "b is done"},
+            {"action": "c", "expected_result": "c is done"},
+        ],
+        "resume_from_task": 1,
+        "progress_checklist_outcome": "three tasks",
+        "progress_execution_outcome": "nothing done yet",
+    }
+    assert engine.step(directive.attempt_id, answer).role == "Task 1/3"

@@ -155,6 +155,27 @@ def write_atomically(path: Path, text: str, spare: Path | None = None) -> None:
         raise
 
 
+def sync_folder(folder: Path) -> None:
+    """Make the entries of `folder` (files created, renamed or removed in it) durable."""
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+def sync_tree(folder: Path) -> None:
+    """Make every file and folder under `folder`, and its entry in its parent, durable."""
+    for path in sorted(folder.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        if path.is_file():
+            with open(path, "rb") as handle:
+                os.fsync(handle.fileno())
+        else:
+            sync_folder(path)
+    sync_folder(folder)
+    sync_folder(folder.parent)
+
+
 def _open_spare(spare: Path) -> tuple[int, Path] | None:
     try:
         return os.open(spare, os.O_WRONLY | os.O_TRUNC), spare

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from todoflow.compiler.artifacts import write_atomically
+from todoflow.compiler.artifacts import sync_tree, write_atomically
 from todoflow.dsl.nodes import replace
 
 from .engine import Clock, Engine, utc_now
@@ -54,6 +54,7 @@ def create(
     record = {"process_id": process_id, "workflow_id": artifacts.workflow_id, "started_at": clock()} | meta
     record["process_id"] = process_id
     write_atomically(folder / "run.json", json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    sync_tree(folder)  # the journal's first step is durable; what it needs to be replayed must be too
     return folder
 
 

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import pydantic_core
 
-from todoflow.compiler.artifacts import write_atomically
+from todoflow.compiler.artifacts import sync_folder, write_atomically
 
 from .events import entry_events, todos
 from .plan import RunPlan
@@ -118,33 +118,38 @@ class FolderStore:
         self._allocated = 0  # the journal's size when last seen (it only grows)
         self._pending: list[tuple[ProcessState, ProcessState, Entry]] = []  # entries whose events wait
         self._journal = os.open(folder / "journal.jsonl", os.O_RDWR | os.O_CREAT, 0o644)
-        self._events = os.open(folder / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._events, self._events_size, self._events_seq = -1, 0, 0  # set by _open_events
+        self._open_events()
         self._lockfile = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o644)
         self._hold = _Hold(self)
         self._prepare()
 
     def _prepare(self) -> None:
         """A new run folder, opened for the first time, gets ready for its steps: the
-        journal's first chunk allocated and synced, todos/ and, per todo_task step, a
-        spare file that the step's completion fills and renames into place. Creating a
-        file or growing one costs more than a step on some file systems; done here, no
-        step pays for it."""
-        if os.fstat(self._journal).st_size == 0:
+        journal's first chunk allocated and made durable with the folder's entry for it,
+        and per todo_task step a spare file that the step's completion fills and renames
+        into place. Creating a file or growing one costs more than a step on some file
+        systems; done here, no step pays for it."""
+        fcntl.flock(self._lockfile, fcntl.LOCK_EX)
+        try:
+            if os.fstat(self._journal).st_size > 0:
+                return  # prepared already, by this process or another one
             os.posix_fallocate(self._journal, 0, CHUNK)
             os.fsync(self._journal)
+            sync_folder(self.folder)
             self._allocated = CHUNK
-        folder = self.folder / "todos"
-        if folder.exists():
-            return
-        folder.mkdir(exist_ok=True)
-        for step in self.plan.steps:
-            if step.kind == "todo_task":
-                os.close(os.open(_spare(folder, step.id), os.O_WRONLY | os.O_CREAT, 0o666))
+            folder = self.folder / "todos"
+            folder.mkdir(exist_ok=True)
+            for step in self.plan.steps:
+                if step.kind == "todo_task":
+                    os.close(os.open(_spare(folder, step.id), os.O_WRONLY | os.O_CREAT, 0o666))
+        finally:
+            fcntl.flock(self._lockfile, fcntl.LOCK_UN)
 
     def close(self) -> None:
         """Flush what is derived and release the files; the journal is already durable."""
         with self.locked() as state:
-            self.write_todos(state)
+            self._write_todos(state)
             self._flush_events()
         for handle in (self._journal, self._events, self._lockfile):
             os.close(handle)
@@ -158,18 +163,16 @@ class FolderStore:
         self._thread_lock.acquire()
         try:
             fcntl.flock(self._lockfile, fcntl.LOCK_EX)
-        except BaseException:
-            self._thread_lock.release()
-            raise
-        try:
             return self._refresh()
         except BaseException:
             self._release()
             raise
 
     def _release(self) -> None:
-        fcntl.flock(self._lockfile, fcntl.LOCK_UN)
-        self._thread_lock.release()
+        try:
+            fcntl.flock(self._lockfile, fcntl.LOCK_UN)  # harmless if it was not taken
+        finally:
+            self._thread_lock.release()
 
     def state(self) -> ProcessState:
         with self.locked() as state:
@@ -239,7 +242,7 @@ class FolderStore:
         self._state = after
         self._pending.append((before, settled, entry))
         if settled.step_complete:  # the step's todos first: events at the journal's end vouch for them
-            self.write_todos(settled)
+            self._write_todos(settled)
         if settled.step_complete or after.seq % FLUSH_EVERY == 0:
             self._flush_events()
         if after.seq % SNAPSHOT_EVERY == 0:
@@ -251,19 +254,60 @@ class FolderStore:
         complete, events that reach the journal's end say those todos are written too (the
         current step's own todos are refreshed at its completion, on close and on repair).
         Between flushes only the journal is written, so each step's sync has one small
-        file to make durable."""
-        if self._pending:
-            os.write(self._events, _event_lines(self.plan, self.process_id, self._pending))
-            self._pending = []
+        file to make durable. Another process stepping the same run appends its own
+        events; whatever it wrote is skipped, and a gap rebuilds the file from the journal."""
+        if not self._pending:
+            return
+        last = self._events_last_seq()
+        pending = [item for item in self._pending if item[2]["seq"] > last]
+        self._pending = []
+        if not pending:
+            return
+        if last < 0 or pending[0][2]["seq"] != last + 1:
+            self._rebuild_events()
+            return
+        self._append_events(_event_lines(self.plan, self.process_id, pending))
+        self._events_seq = pending[-1][2]["seq"]
 
-    def write_todos(self, state: ProcessState) -> None:
-        """Refresh todos/<step>.json of the state's step (a todo_task step with a checklist)."""
+    def _events_last_seq(self) -> int:
+        """The journal entry whose events end events.jsonl (-1: unreadable): as this store
+        left the file, or read from it if another process appended to it or replaced it."""
+        path = self.folder / "events.jsonl"
+        ours = os.fstat(self._events)
+        try:
+            replaced = os.stat(path).st_ino != ours.st_ino
+        except FileNotFoundError:
+            replaced = True
+        if replaced:
+            os.close(self._events)
+            self._open_events()
+        elif ours.st_size != self._events_size:
+            self._events_size, self._events_seq = ours.st_size, _last_seq(path)
+        return self._events_seq
+
+    def _open_events(self) -> None:
+        """Open events.jsonl to append to it, noting its size and the journal entry its
+        last events come from, as this store leaves it."""
+        self._events = os.open(self.folder / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._events_size = os.fstat(self._events).st_size
+        self._events_seq = _last_seq(self.folder / "events.jsonl")
+
+    def _append_events(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._events, view) :]
+        self._events_size = os.fstat(self._events).st_size
+
+    def _write_todos(self, state: ProcessState) -> None:
+        """Refresh todos/<step>.json of the state's step (a todo_task step with a checklist),
+        under the process lock. A completed step's final todos fill the step's spare file."""
         if state.step_id is None or not state.tasks:
             return
         step = self.plan.step(state.step_id)
         if step.kind == "todo_task":
             folder = self.folder / "todos"
-            write_atomically(folder / f"{step.id}.json", todos(step, state), _spare(folder, step.id))
+            spare = _spare(folder, step.id) if state.step_complete else None
+            write_atomically(folder / f"{step.id}.json", todos(step, state), spare)
 
     def _write_snapshot(self, state: ProcessState) -> None:
         snapshot = {"offset": self._offset, "state": to_json(state)}
@@ -273,26 +317,32 @@ class FolderStore:
 
     def repair(self) -> bool:
         """Rebuild events.jsonl and todos/ from the journal if a crash left them behind it."""
-        for leftover in [*self.folder.glob(".*.*"), *self.folder.glob("todos/.*.*")]:
-            leftover.unlink(missing_ok=True)  # the temporary file of an interrupted atomic replace
-        with self.locked() as state:
+        with self.locked() as state:  # every writer of the folder holds it: what is left is debris
+            for leftover in [*self.folder.glob(".*.*"), *self.folder.glob("todos/.*.*")]:
+                if not leftover.name.startswith(".spare-"):
+                    leftover.unlink(missing_ok=True)  # the temporary file of an interrupted replace
             if _last_seq(self.folder / "events.jsonl") == state.seq:
-                self.write_todos(state)  # the current step's, possibly behind since its last refresh
+                self._write_todos(state)  # the current step's, possibly behind since its last refresh
                 return False
-            replayed: list[tuple[ProcessState, ProcessState, Entry]] = []
-            current = initial_state(self.plan, self.meta["started_at"])
-            for entry in self.entries():
-                settled = settle(self.plan, current, entry)
-                replayed.append((current, settled, entry))
-                if settled.step_complete:
-                    self.write_todos(settled)
-                current = leave(self.plan, settled, entry["at"])
-            lines = _event_lines(self.plan, self.process_id, replayed)
-            write_atomically(self.folder / "events.jsonl", lines.decode())
-            os.close(self._events)
-            self._events = os.open(self.folder / "events.jsonl", os.O_WRONLY | os.O_APPEND)
-            self.write_todos(state)
+            self._rebuild_events()
+            self._write_todos(state)
             return True
+
+    def _rebuild_events(self) -> None:
+        """events.jsonl, and the todos of every completed step, made again from the journal."""
+        replayed: list[tuple[ProcessState, ProcessState, Entry]] = []
+        current = initial_state(self.plan, self.meta["started_at"])
+        for entry in self.entries():
+            settled = settle(self.plan, current, entry)
+            replayed.append((current, settled, entry))
+            if settled.step_complete:
+                self._write_todos(settled)
+            current = leave(self.plan, settled, entry["at"])
+        lines = _event_lines(self.plan, self.process_id, replayed)
+        write_atomically(self.folder / "events.jsonl", lines.decode())
+        os.close(self._events)
+        self._open_events()
+        self._pending = []
 
 
 def _event_lines(

@@ -320,3 +320,50 @@ def test_a_reopened_run_reads_a_journal_longer_than_one_read(tmp_path: Path) -> 
     reopened, _ = process.open_process(tmp_path / "runs", "p-1")
     assert reopened.directive().state == live.state
     assert (live.state.position, live.state.total) == (3, 100)
+
+
+def test_two_processes_stepping_one_run_keep_events_in_order(tmp_path: Path) -> None:
+    """Each store derives the events of the entries it applied; whichever flushes later
+    skips what the other wrote, and a gap rebuilds the file from the journal."""
+    from todoflow.runtime import process
+
+    source = 'workflow w "W" {\n  todo_task t "T" {\n  }\n}\n'
+    first, one = start(tmp_path, source)
+    second, two = process.open_process(tmp_path / "runs", "p-1")
+    first.step(first.directive().attempt_id, intake("a", "b", "c"))
+    second.step(second.directive().attempt_id, confirm(1))
+    two.close()  # its entry's events come after the first store's, still unwritten: a gap
+    first.step(first.directive().attempt_id, confirm(2))
+    one.close()
+    assert [e["seq"] for e in events(one.folder)] == sorted(e["seq"] for e in events(one.folder))
+    alone, store = start(tmp_path / "alone", source)
+    list(walk(alone, [intake("a", "b", "c"), confirm(1), confirm(2)]))
+    store.close()
+
+    def kept(folder: Path) -> list[tuple[str, int]]:
+        return [(e["event"], e["seq"]) for e in events(folder)]
+
+    assert kept(one.folder) == kept(store.folder)
+
+
+def test_the_lock_is_released_when_unlocking_is_interrupted(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl-C can land as the file lock is released; the thread lock must not stay held
+    (the driver's `finally: store.close()` would wait for it forever)."""
+    import fcntl
+
+    from todoflow.runtime import store as store_module
+
+    engine, store = start(tmp_path, CHECKLIST)
+    real = fcntl.flock
+
+    def interrupted(handle: int, operation: int) -> None:
+        real(handle, operation)
+        if operation == fcntl.LOCK_UN:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(store_module.fcntl, "flock", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        engine.directive()
+    monkeypatch.setattr(store_module.fcntl, "flock", real)
+    assert not store._thread_lock.locked()
+    store.close()

@@ -312,7 +312,6 @@ def _drive(args: argparse.Namespace, process_id: str) -> int:
             )
             return EXIT_USAGE
         outcome = drive(engine, agent, sys.stdout, show_prompts=args.show_prompts)
-        store.write_todos(store.state())
     finally:
         store.close()
     if outcome == "complete":

@@ -38,13 +38,16 @@ from todoflow.compiler.artifacts import sync_folder, write_atomically
 
 from .events import entry_events, todos
 from .plan import RunPlan
-from .state import ProcessState, apply, from_json, initial_state, leave, settle, to_json
+from .state import ProcessState, from_json, initial_state, leave, settle, to_json
 
 FLUSH_EVERY = 100  # events.jsonl is brought up to date at least this often
 SNAPSHOT_EVERY = 1000  # loading replays at most this many entries
 CHUNK = 1 << 20  # the journal grows a MiB at a time
 READ_PIECE = 1 << 16
 Entry = Mapping[str, Any]
+Applied = tuple[
+    ProcessState, ProcessState, Entry
+]  # the state before an entry, the entry's own step settled, the entry
 
 
 class StoreError(Exception):
@@ -116,7 +119,8 @@ class FolderStore:
         self._state: ProcessState | None = None
         self._offset = 0  # bytes of the journal folded into _state
         self._allocated = 0  # the journal's size when last seen (it only grows)
-        self._pending: list[tuple[ProcessState, ProcessState, Entry]] = []  # entries whose events wait
+        self._pending: list[Applied] = []  # entries whose events wait
+        self._last_applied: Applied | None = None  # the journal's last entry, with its states
         self._journal = os.open(folder / "journal.jsonl", os.O_RDWR | os.O_CREAT, 0o644)
         self._events, self._events_size, self._events_seq = -1, 0, 0  # set by _open_events
         self._open_events()
@@ -207,7 +211,9 @@ class FolderStore:
                 raise StoreError(
                     f"journal of {self.process_id}: entry {entry['seq']} follows entry {state.seq}"
                 )
-            state = apply(self.plan, state, entry)
+            settled = settle(self.plan, state, entry)
+            self._last_applied = (state, settled, entry)
+            state = leave(self.plan, settled, entry["at"])
         return state, offset + complete
 
     def _written_from(self, offset: int) -> bytes:
@@ -240,7 +246,8 @@ class FolderStore:
         (os.fsync if grow else os.fdatasync)(self._journal)  # the step is confirmed once this returns
         self._offset = end
         self._state = after
-        self._pending.append((before, settled, entry))
+        self._last_applied = (before, settled, entry)
+        self._pending.append(self._last_applied)
         if settled.step_complete:  # the step's todos first: events at the journal's end vouch for them
             self._write_todos(settled)
         if settled.step_complete or after.seq % FLUSH_EVERY == 0:
@@ -321,16 +328,27 @@ class FolderStore:
             for leftover in [*self.folder.glob(".*.*"), *self.folder.glob("todos/.*.*")]:
                 if not leftover.name.startswith(".spare-"):
                     leftover.unlink(missing_ok=True)  # the temporary file of an interrupted replace
-            if _last_seq(self.folder / "events.jsonl") == state.seq:
+            if self._events_complete(state):
                 self._write_todos(state)  # the current step's, possibly behind since its last refresh
                 return False
             self._rebuild_events()
             self._write_todos(state)
             return True
 
+    def _events_complete(self, state: ProcessState) -> bool:
+        """Whether events.jsonl ends with exactly the events of the journal's last entry: a
+        crash can cut a batch at the end of a line inside one entry's events, which the
+        last line's entry alone would not show."""
+        path = self.folder / "events.jsonl"
+        if state.seq == 0:
+            return not path.exists() or path.stat().st_size == 0
+        if self._last_applied is None or self._last_applied[2]["seq"] != state.seq:
+            return False  # loaded from a snapshot taken at the last entry: rebuild, not guess
+        return _ends_with(path, _event_lines(self.plan, self.process_id, [self._last_applied]))
+
     def _rebuild_events(self) -> None:
         """events.jsonl, and the todos of every completed step, made again from the journal."""
-        replayed: list[tuple[ProcessState, ProcessState, Entry]] = []
+        replayed: list[Applied] = []
         current = initial_state(self.plan, self.meta["started_at"])
         for entry in self.entries():
             settled = settle(self.plan, current, entry)
@@ -345,9 +363,7 @@ class FolderStore:
         self._pending = []
 
 
-def _event_lines(
-    plan: RunPlan, process_id: str, entries: list[tuple[ProcessState, ProcessState, Entry]]
-) -> bytes:
+def _event_lines(plan: RunPlan, process_id: str, entries: list[Applied]) -> bytes:
     """events.jsonl's lines for journal entries, each with the states before and after it."""
     return b"".join(
         _line(event)
@@ -377,6 +393,18 @@ def _line(record: Mapping[str, Any]) -> bytes:
     """One compact JSON line, UTF-8 as it is: what `json.dumps(record, ensure_ascii=False,
     separators=(",", ":"))` writes, at a quarter of its cost (a run writes ~3 per step)."""
     return pydantic_core.to_json(record) + b"\n"
+
+
+def _ends_with(path: Path, data: bytes) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size < len(data):
+                return False
+            handle.seek(size - len(data))
+            return handle.read() == data
+    except OSError:
+        return False
 
 
 def _last_seq(path: Path) -> int:

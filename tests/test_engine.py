@@ -367,3 +367,22 @@ def test_the_lock_is_released_when_unlocking_is_interrupted(tmp_path: Path, monk
     monkeypatch.setattr(store_module.fcntl, "flock", real)
     assert not store._thread_lock.locked()
     store.close()
+
+
+def test_repair_sees_an_entrys_events_cut_at_a_line_end(tmp_path: Path) -> None:
+    """A crash can cut a batch of events at the end of a line inside one entry's events:
+    the last line still names the last entry, yet an event of it is missing."""
+    from todoflow.runtime import process
+
+    engine, store = start(tmp_path, 'workflow w "W" {\n  todo_task t "T" {\n  }\n}\n')
+    list(walk(engine, [intake("a"), confirm(1)]))  # the last entry: two events
+    store.close()
+    path = store.folder / "events.jsonl"
+    whole = path.read_bytes()
+    lines = whole.splitlines(keepends=True)
+    assert [json.loads(line)["seq"] for line in lines[-2:]] == [2, 2]
+    path.write_bytes(b"".join(lines[:-1]))
+    _, reopened = process.open_process(tmp_path / "runs", "p-1")
+    assert reopened.repair() is True
+    assert path.read_bytes() == whole
+    assert reopened.repair() is False

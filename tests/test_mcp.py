@@ -66,6 +66,13 @@ async def begin(session: ClientSession, **prepare: Any) -> dict[str, Any]:
     return await call(session, "start", action="execute", startAttemptId=prepared["startAttemptId"])
 
 
+async def answer(session: ClientSession, directive: dict[str, Any], **reply: Any) -> dict[str, Any]:
+    """`step` with a reply to `directive` (its process, its attempt)."""
+    return await call(
+        session, "step", processId=directive["processId"], attemptId=directive["attemptId"], **reply
+    )
+
+
 async def pass_ready_list(
     session: ClientSession, directive: dict[str, Any]
 ) -> tuple[list[dict[str, str]], dict[str, Any]]:
@@ -73,11 +80,9 @@ async def pass_ready_list(
     ready = [
         {"action": t["action"], "expected_result": t["expected_result"]} for t in directive["ready_tasks"]
     ]
-    after = await call(
+    after = await answer(
         session,
-        "step",
-        processId=directive["processId"],
-        attemptId=directive["attemptId"],
+        directive,
         tasks=ready,
         progress_checklist_outcome=f"{len(ready)} tasks",
     )
@@ -121,9 +126,7 @@ async def test_a_full_run_with_a_ready_list(tmp_path: Path) -> None:
         )
         assert directive["role"] == "Task 1/3" and "Build the wheel" in directive["prompt"]
         for n in range(3):
-            directive = await call(
-                session, "step", processId=process, attemptId=directive["attemptId"], **confirm(n)
-            )
+            directive = await answer(session, directive, **confirm(n))
         assert directive == {"processId": process, "completed": True, "result": {}}
     listing = json.loads((tmp_path / "runs" / process / "run.json").read_text())
     assert listing["parent_execution_id"] == "none"
@@ -136,31 +139,23 @@ async def test_a_list_the_agent_composes_and_a_revision_that_keeps_the_prefix(tm
         assert "Compose the checklist once, from the goal: Tidy the repository" in directive["prompt"]
         process = directive["processId"]
         tasks = [{"action": a, "expected_result": f"{a} done"} for a in ("lint", "test", "docs")]
-        directive = await call(
+        directive = await answer(
             session,
-            "step",
-            processId=process,
-            attemptId=directive["attemptId"],
+            directive,
             tasks=tasks,
             progress_checklist_outcome="three tasks",
         )
-        directive = await call(
-            session, "step", processId=process, attemptId=directive["attemptId"], **confirm(1)
-        )
-        directive = await call(
+        directive = await answer(session, directive, **confirm(1))
+        directive = await answer(
             session,
-            "step",
-            processId=process,
-            attemptId=directive["attemptId"],
+            directive,
             teleportTo="teleport-revise-tasks",
         )
         assert directive["role"] == "Revise checklist"
         revised = [tasks[0], {"action": "types", "expected_result": "mypy clean"}, tasks[1], tasks[2]]
-        directive = await call(
+        directive = await answer(
             session,
-            "step",
-            processId=process,
-            attemptId=directive["attemptId"],
+            directive,
             tasks=revised,
             resume_from_task=2,
             progress_checklist_outcome="added types",
@@ -177,21 +172,15 @@ async def test_a_revision_past_the_end_completes(tmp_path: Path) -> None:
         directive = await begin(session, workflowId="todo-list", tasks=READY[1:])
         process = directive["processId"]
         ready, directive = await pass_ready_list(session, directive)
-        directive = await call(
-            session, "step", processId=process, attemptId=directive["attemptId"], **confirm(1)
-        )
-        directive = await call(
+        directive = await answer(session, directive, **confirm(1))
+        directive = await answer(
             session,
-            "step",
-            processId=process,
-            attemptId=directive["attemptId"],
+            directive,
             teleportTo="teleport-revise-tasks",
         )
-        directive = await call(
+        directive = await answer(
             session,
-            "step",
-            processId=process,
-            attemptId=directive["attemptId"],
+            directive,
             tasks=ready[:1],
             resume_from_task=2,
             progress_checklist_outcome="nothing left",
@@ -257,9 +246,7 @@ async def test_a_killed_server_is_replaced_and_the_run_continues(tmp_path: Path)
         directive = await begin(session, workflowId="todo-list", tasks=READY[1:])
         process = directive["processId"]
         _ready, directive = await pass_ready_list(session, directive)
-        directive = await call(
-            session, "step", processId=process, attemptId=directive["attemptId"], **confirm(1)
-        )
+        directive = await answer(session, directive, **confirm(1))
     async with serve(tmp_path) as session:  # a new server process on the same run folder
         card = await call(session, "status", processId=process)
         assert card["work"]["role"] == "Task 2/2"
@@ -287,11 +274,9 @@ async def test_twenty_processes_interleaved_in_one_server(tmp_path: Path) -> Non
                     arguments = {"tasks": tasks, "progress_checklist_outcome": "two"}
                 else:
                     arguments = confirm(index)
-                directives[index] = await call(
+                directives[index] = await answer(
                     session,
-                    "step",
-                    processId=directive["processId"],
-                    attemptId=directive["attemptId"],
+                    directive,
                     **arguments,
                 )
         assert all(d["completed"] for d in directives)

@@ -99,14 +99,17 @@ class Engine:
     def _entry(self, state: ProcessState, reply: object, by: str) -> dict[str, Any]:
         entry: dict[str, Any] = {"seq": state.seq + 1, "at": self.clock(), "by": by, "step": state.step_id}
         if isinstance(reply, IntakeReply):
-            entry["type"] = "submit_tasks"
             ready = self.plan.step(state.step_id or "").ready_tasks
             if ready is None:
-                entry["tasks"] = reply.model_dump(include={"tasks"})["tasks"]
+                listed: dict[str, Any] = {"tasks": reply.model_dump(include={"tasks"})["tasks"]}
             else:  # passed on unchanged, so the entry names it: the run's plan holds it
                 _check_ready(reply, ready)
-                entry["ready"] = True
-            return entry | {"checklist_outcome": reply.progress_checklist_outcome}
+                listed = {"ready": True}
+            return entry | {
+                "type": "submit_tasks",
+                **listed,
+                "checklist_outcome": reply.progress_checklist_outcome,
+            }
         if isinstance(reply, WorkReply):
             return entry | {
                 "type": "confirm",

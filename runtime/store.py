@@ -122,7 +122,8 @@ class FolderStore:
         self._pending: list[Applied] = []  # entries whose events wait
         self._last_applied: Applied | None = None  # the journal's last entry, with its states
         self._journal = os.open(folder / "journal.jsonl", os.O_RDWR | os.O_CREAT, 0o644)
-        self._events, self._events_size, self._events_seq = -1, 0, 0  # set by _open_events
+        self._events, self._events_size = -1, 0  # set by _open_events
+        self._events_seq: int | None = None  # the entry events.jsonl ends with, once read
         self._open_events()
         self._lockfile = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o644)
         self._hold = _Hold(self)
@@ -289,15 +290,17 @@ class FolderStore:
             os.close(self._events)
             self._open_events()
         elif ours.st_size != self._events_size:
-            self._events_size, self._events_seq = ours.st_size, _last_seq(path)
+            self._events_size, self._events_seq = ours.st_size, None
+        if self._events_seq is None:
+            self._events_seq = _last_seq(path)
         return self._events_seq
 
     def _open_events(self) -> None:
-        """Open events.jsonl to append to it, noting its size and the journal entry its
-        last events come from, as this store leaves it."""
+        """Open events.jsonl to append to it, noting its size as this store leaves it (the
+        entry its last events come from is read when a flush first needs it)."""
         self._events = os.open(self.folder / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._events_size = os.fstat(self._events).st_size
-        self._events_seq = _last_seq(self.folder / "events.jsonl")
+        self._events_seq = None
 
     def _append_events(self, data: bytes) -> None:
         view = memoryview(data)

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import todoflow  # noqa: E402
+from todoflow.compiler.formats import Plan  # noqa: E402
 from todoflow.runtime import process  # noqa: E402
 from todoflow.runtime.agents import ScriptedAgent  # noqa: E402
 from todoflow.runtime.driver import drive  # noqa: E402
@@ -108,7 +109,7 @@ def bare_statechart(tasks: int) -> float:
 
 def memory_engine(tasks: int) -> float:
     compiled = todoflow.compile(source(1, tasks), path="bench.todoflow")
-    plan = from_plan(compiled.artifacts and _plan(compiled), "bench", "bench", None)
+    plan = from_plan(Plan.model_validate(compiled.plan), "bench", "bench", None)
     store = MemoryStore("bench", plan, "2026-01-01T00:00:00Z")
     engine = Engine(store, Path("."), {"id": "bench", "title": "bench"})
     directive = engine.directive()
@@ -126,12 +127,6 @@ def memory_engine(tasks: int) -> float:
         directive = engine.step(directive.attempt_id, reply)
     assert directive.completed
     return (time.perf_counter() - start) / (tasks + 1)
-
-
-def _plan(compiled: todoflow.Compiled):  # type: ignore[no-untyped-def]
-    from todoflow.compiler.formats import Plan
-
-    return Plan.model_validate(compiled.plan)
 
 
 def main() -> None:

@@ -19,8 +19,8 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import Field, WithJsonSchema
 
-from todoflow.compiler.artifacts import write_atomically
 from todoflow.dsl.diagnostics import render_all
+from todoflow.files import write_atomically
 
 from . import process
 from .card import card_data

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import pydantic_core
 
-from todoflow.compiler.artifacts import sync_folder, write_atomically
+from todoflow.files import sync_folder, write_atomically
 
 from .events import entry_events, todos
 from .plan import RunPlan

@@ -116,8 +116,10 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
 def test_fmt_rewrites_in_place(tmp_path: Path) -> None:
     path = tmp_path / "ugly.todoflow"
     path.write_text(UGLY)
+    path.chmod(0o640)
     result = run_cli("fmt", str(path))
     assert result.returncode == 0
+    assert path.stat().st_mode & 0o777 == 0o640  # rewritten in place, permissions kept
     assert path.read_text() == 'workflow w "W" {\n    regular a "A" {\n        description "x"\n    }\n}\n'
     assert result.stderr == f"formatted {path}\n"
     again = run_cli("fmt", str(path))

@@ -13,9 +13,9 @@ import jsonschema
 import pytest
 
 import todoflow
-from todoflow.compiler.artifacts import write_atomically
 from todoflow.compiler.formats import SCHEMAS, schema
 from todoflow.compiler.machine import Machine, MachineState, MachineTransition, structure_problems
+from todoflow.files import write_atomically
 
 from .conftest import EXAMPLES, FIXTURES, ROOT, relative, run_cli
 from .runtime_helpers import ChecklistModel

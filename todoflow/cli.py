@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -473,6 +472,7 @@ def _summary(found: list[Diagnostic], files: int) -> str:
 def _fmt(paths: list[str], check_only: bool) -> int:
     from todoflow.dsl.diagnostics import TodoflowError
     from todoflow.dsl.formatter import format_source
+    from todoflow.files import write_atomically
 
     status = EXIT_OK
     for path in paths:
@@ -495,23 +495,10 @@ def _fmt(paths: list[str], check_only: bool) -> int:
                 print(name)
                 status = EXIT_ERRORS
             else:
-                _write_atomically(path, formatted)
+                # a file rewritten in place keeps its permissions
+                write_atomically(Path(path), formatted, mode=os.stat(path).st_mode & 0o7777)
                 print(f"formatted {name}", file=sys.stderr)
     return status
-
-
-def _write_atomically(path: str, text: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    mode = os.stat(path).st_mode & 0o7777
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".todoflow-fmt-")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
-            out.write(text)
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
 
 
 if __name__ == "__main__":

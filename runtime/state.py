@@ -1,8 +1,11 @@
-"""The state of a process and the one function that changes it.
+"""The state of a process and the functions that change it.
 
-`apply(plan, state, entry)` folds one journal entry into the state; the engine uses
-it to take a step and the store uses it to replay the journal, so a resumed process
-is exactly the process that stopped. The node moves come from the step's checklist
+One journal entry is folded in two moves: `settle(plan, state, entry)` gives the
+entry's own step after it (its node `end` or `done` once complete) and `leave(plan,
+settled, at)` moves on to the next step from there. The engine uses them to take a step
+and the store to replay the journal (both keep the settled state: the events and the
+todos of a completed step are made from it), so a resumed process is exactly the
+process that stopped. The node moves come from the step's checklist
 machine (`compiler.machine.checklist`): intake -> cursor -> work -> cursor ...,
 revise only by the teleport; the cursor's automatic moves are taken here with the
 same guards (`has_task`, `past_end`) the machine names. Progress and timestamps are
@@ -106,11 +109,6 @@ def move(kind: str, current: str, event: str, has_task: bool) -> str | None:
         guards = {"has_task": has_task, "past_end": not has_task}
         target = next(to for cond, to in automatic[target] if guards[cond])
     return target
-
-
-def apply(plan: RunPlan, state: ProcessState, entry: Mapping[str, Any]) -> ProcessState:
-    """The state after one journal entry (already validated when it was written)."""
-    return leave(plan, settle(plan, state, entry), entry["at"])
 
 
 def leave(plan: RunPlan, state: ProcessState, at: str) -> ProcessState:

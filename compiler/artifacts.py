@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from todoflow.dsl.diagnostics import TodoflowError
 from todoflow.dsl.nodes import node
-from todoflow.files import write_atomically
 
 from . import formats
+from .files import write_atomically
 from .machine import Machine, module_source, structure_problems, workflow_machine
 from .model import AgentConfigs, CheckedStep, CheckedWorkflow
 
 
-class CompilerError(Exception):
+class CompilerError(TodoflowError):
     """An internal inconsistency of the compiler, never a problem of the source."""
 
 
@@ -43,18 +44,16 @@ def emit(workflow: CheckedWorkflow) -> Artifacts:
     files = {
         "plan.json": formats.plan_json((_plan_step(s) for s in workflow.steps), workflow.source_sha256),
         "step_config.json": step_config_model(workflow).to_json(),
-        f"machines/{workflow.id}.py": module_source(machine, workflow.path, workflow.source_sha256),
+        # named by its file alone: the output must not depend on where it was compiled from
+        f"machines/{workflow.id}.py": module_source(
+            machine, Path(workflow.path).name, workflow.source_sha256
+        ),
         f"machines/{workflow.id}.mmd": mermaid(machine),
     }
     for step in workflow.all_steps():
         for prompt in step.prompts:
             files[f"prompts/{step.id}/{prompt.kind}.j2"] = prompt.template
     return Artifacts(workflow.id, machine, tuple(sorted(files.items())))
-
-
-def _file_name(path: str) -> str:
-    """The source's file name alone, so the output does not depend on where it was compiled."""
-    return Path(path).name
 
 
 def plan_model(workflow: CheckedWorkflow) -> formats.Plan:

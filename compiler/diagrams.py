@@ -11,12 +11,14 @@ import shutil
 import subprocess
 from collections.abc import Callable
 
+from todoflow.dsl.diagnostics import TodoflowError
+
 from .machine import Machine, MachineState, MachineTransition
 
 DIRECTIONS = ("LR", "TB")
 
 
-class DiagramError(Exception):
+class DiagramError(TodoflowError):
     """A diagram that cannot be made here (no Graphviz for svg)."""
 
 

@@ -2,7 +2,8 @@
 
 A diagnostic knows its code, severity, message, span, help and notes, and renders
 itself as a caret excerpt for people or as a plain dict for tools (`--format json`).
-`TodoflowError` is the one exception the public API raises; it carries them all.
+`TodoflowError` is the root of every error todoflow raises on purpose; `SourceError`,
+raised by the public API for a source with errors, carries the diagnostics.
 Imports nothing but `dsl.spans`.
 """
 
@@ -142,7 +143,20 @@ def sort_key(diagnostic: Diagnostic) -> tuple[str, int, int, str]:
 
 
 class TodoflowError(Exception):
-    """Raised by the public API when a source has errors; renders them all."""
+    """The root of every error todoflow raises on purpose: catch this one class.
+
+    An error renders itself: `str(error)` (and `render()`) is the message for people,
+    complete without a traceback. Subclasses say what went wrong where they are raised;
+    `diagnostics` holds the source diagnostics behind it, if any."""
+
+    diagnostics: tuple[Diagnostic, ...] = ()
+
+    def render(self) -> str:
+        return str(self)
+
+
+class SourceError(TodoflowError):
+    """A source or plan with errors: every diagnostic, rendered with its excerpt."""
 
     def __init__(self, diagnostics: Sequence[Diagnostic], sources: Mapping[str, str]) -> None:
         self.diagnostics = tuple(diagnostics)

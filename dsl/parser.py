@@ -16,7 +16,7 @@ from lark.exceptions import UnexpectedInput
 
 from . import ast
 from .builder import Builder
-from .diagnostics import Diagnostic, TodoflowError, has_errors, sort_key
+from .diagnostics import Diagnostic, SourceError, has_errors, sort_key
 from .grammar import load_parser
 from .nodes import replace
 from .recovery import Recovery
@@ -83,7 +83,7 @@ def parse(text: str, path: str | None = None) -> ast.Workflow:
     """Parse a `.todoflow` source, raising `TodoflowError` with every diagnostic on error."""
     result = try_parse(text, path)
     if result.workflow is None:
-        raise TodoflowError(result.diagnostics, {path or "<string>": normalize(text)})
+        raise SourceError(result.diagnostics, {path or "<string>": normalize(text)})
     return result.workflow
 
 

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TextIO
 
+from todoflow.dsl.diagnostics import TodoflowError
+
 from .directive import Directive
 from .replies import TELEPORT
 
@@ -38,7 +40,7 @@ class Agent(Protocol):
     def refused(self, reason: str) -> None: ...
 
 
-class ScriptError(Exception):
+class ScriptError(TodoflowError):
     """A replies file that cannot be used."""
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from todoflow.compiler.checklist import MAX_TASKS, MAX_TEXT
 from todoflow.compiler.prompts import environment
+from todoflow.dsl.diagnostics import TodoflowError
 
 from .plan import RunStep, Task, Template
 from .replies import MAX_OUTCOME
@@ -21,7 +22,7 @@ LIMITS = {"max_tasks": MAX_TASKS, "max_text": MAX_TEXT, "max_evidence": MAX_OUTC
 _COMPILED: dict[str, Any] = {}
 
 
-class PromptError(Exception):
+class PromptError(TodoflowError):
     """A template that failed to render, named with its line."""
 
 

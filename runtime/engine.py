@@ -16,9 +16,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from todoflow.dsl.diagnostics import TodoflowError
+
 from .directive import Directive
 from .plan import Task
-from .replies import IntakeReply, Refused, RevisionReply, TeleportReply, WorkReply, parse_reply
+from .replies import IntakeReply, InvalidReply, RevisionReply, TeleportReply, WorkReply, parse_reply
 from .state import ProcessState, attempt_id, leave, settle
 from .store import Store
 
@@ -32,7 +34,7 @@ def utc_now() -> str:
     return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{fraction:03d}Z"
 
 
-class Refusal(Exception):
+class Refusal(TodoflowError):
     """A reply the engine did not apply: why, and the directive that still stands."""
 
     def __init__(self, reason: str, directive: Directive) -> None:
@@ -86,8 +88,8 @@ class Engine:
                 settled = settle(self.plan, state, entry)
                 if settled.step_complete:
                     self._check_outputs(settled)
-            except Refused as refused:
-                raise Refusal(refused.reason, self._directive(state)) from None
+            except InvalidReply as invalid:
+                raise Refusal(invalid.reason, self._directive(state)) from None
             after = leave(self.plan, settled, entry["at"])
             self.store.commit(entry, state, settled, after)
             return self._directive(after)
@@ -119,7 +121,7 @@ class Engine:
             }
         if isinstance(reply, TeleportReply):
             if state.node != "work" or self.plan.step(state.step_id or "").kind != "todo_task":
-                raise Refused("teleportTo is only possible while working on a task of a todo_task step")
+                raise InvalidReply("teleportTo is only possible while working on a task of a todo_task step")
             return entry | {"type": "teleport", "position": state.position}
         assert isinstance(reply, RevisionReply)
         tasks = reply.model_dump(include={"tasks"})["tasks"]
@@ -143,7 +145,7 @@ class Engine:
         step = self.plan.step(settled.step_id or "")
         for name in step.expected_files:
             if not (self.workspace / name).exists():
-                raise Refused(
+                raise InvalidReply(
                     f"step `{step.id}` cannot complete: "
                     f"its expected file `{name}` does not exist in the workspace"
                 )
@@ -153,12 +155,12 @@ def _check_ready(reply: IntakeReply, ready: tuple[Task, ...]) -> None:
     """A ready checklist belongs to its author: it is passed on as it is (and keeps its
     constraints, which the plan holds)."""
     if len(reply.tasks) != len(ready):
-        raise Refused(
+        raise InvalidReply(
             f"tasks holds {len(reply.tasks)} tasks; the ready checklist has {len(ready)}, passed on unchanged"
         )
     for index, (given, expected) in enumerate(zip(reply.tasks, ready, strict=True)):
         for field in ("action", "expected_result"):
             if getattr(given, field) != getattr(expected, field):
-                raise Refused(
+                raise InvalidReply(
                     f"tasks[{index}].{field} differs from the ready checklist; pass its wording on unchanged"
                 )

@@ -19,8 +19,8 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import Field, WithJsonSchema
 
-from todoflow.dsl.diagnostics import render_all
-from todoflow.files import write_atomically
+from todoflow.compiler.files import write_atomically
+from todoflow.dsl.diagnostics import TodoflowError, render_all
 
 from . import process
 from .card import card_data
@@ -34,7 +34,7 @@ BUILT_IN = Path(__file__).with_name("flows")
 ALIASES = {"moira/todo-list": "todo-list"}
 
 
-class ServeError(Exception):
+class ServeError(TodoflowError):
     """A request the server refuses, with the reason (becomes an MCP tool error)."""
 
 

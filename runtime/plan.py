@@ -18,11 +18,11 @@ from todoflow.compiler import formats
 from todoflow.compiler.checklist import MAX_TASKS, MAX_TEXT
 from todoflow.compiler.ordering import order_tasks
 from todoflow.compiler.prompts import KINDS_BY_STEP, default_template
-from todoflow.dsl.diagnostics import Diagnostic
+from todoflow.dsl.diagnostics import Diagnostic, TodoflowError
 from todoflow.dsl.nodes import node, replace
 
 
-class PlanError(Exception):
+class PlanError(TodoflowError):
     """A plan or a ready checklist that cannot be run, with the reason."""
 
 

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from todoflow.compiler.files import sync_tree, write_atomically
 from todoflow.dsl.nodes import replace
-from todoflow.files import sync_tree, write_atomically
 
 from .engine import Clock, Engine, utc_now
 from .plan import RunPlan, Task, load_plan, with_ready_tasks

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from todoflow.compiler.checklist import MAX_TASKS, MAX_TEXT
+from todoflow.dsl.diagnostics import TodoflowError
 
 MAX_OUTCOME = 500
 TELEPORT = "teleport-revise-tasks"
@@ -67,7 +68,7 @@ class RevisionReply(_Reply):
 Reply = IntakeReply | WorkReply | TeleportReply | RevisionReply
 
 
-class Refused(Exception):
+class InvalidReply(TodoflowError):
     """A reply the engine will not apply; `reason` says which field breaks which rule."""
 
     def __init__(self, reason: str) -> None:
@@ -76,13 +77,13 @@ class Refused(Exception):
 
 
 def parse_reply(node: str, data: Any) -> Reply:
-    """The reply for `node` (`intake`, `work` or `revise`), or `Refused`."""
+    """The reply for `node` (`intake`, `work` or `revise`), or `InvalidReply`."""
     if not isinstance(data, dict):
-        raise Refused("a reply is an object")
+        raise InvalidReply("a reply is an object")
     model: type[_Reply]
     if node == "intake":
         if "teleportTo" in data:
-            raise Refused(
+            raise InvalidReply(
                 "teleportTo is only possible while working on a task; the checklist does not exist yet"
             )
         model = IntakeReply
@@ -91,14 +92,14 @@ def parse_reply(node: str, data: Any) -> Reply:
     elif node == "revise":
         model = RevisionReply
     else:
-        raise Refused("the run is complete; there is nothing to reply to")
+        raise InvalidReply("the run is complete; there is nothing to reply to")
     try:
         reply = model.model_validate(data)
     except ValidationError as error:
-        raise Refused(_reason(error, node)) from None
+        raise InvalidReply(_reason(error, node)) from None
     if isinstance(reply, RevisionReply) and reply.resume_from_task > len(reply.tasks) + 1:
         limit = len(reply.tasks) + 1
-        raise Refused(
+        raise InvalidReply(
             f"resume_from_task is {reply.resume_from_task}; at most {limit} (one past the last task)"
         )
     return reply

@@ -34,7 +34,8 @@ from typing import Any, Protocol
 
 import pydantic_core
 
-from todoflow.files import sync_folder, write_atomically
+from todoflow.compiler.files import sync_folder, write_atomically
+from todoflow.dsl.diagnostics import TodoflowError
 
 from .events import entry_events, todos
 from .plan import RunPlan
@@ -50,7 +51,7 @@ Applied = tuple[
 ]  # the state before an entry, the entry's own step settled, the entry
 
 
-class StoreError(Exception):
+class StoreError(TodoflowError):
     """A run folder that cannot be used, with the reason."""
 
 

@@ -13,9 +13,9 @@ import jsonschema
 import pytest
 
 import todoflow
+from todoflow.compiler.files import write_atomically
 from todoflow.compiler.formats import SCHEMAS, schema
 from todoflow.compiler.machine import Machine, MachineState, MachineTransition, structure_problems
-from todoflow.files import write_atomically
 
 from .conftest import EXAMPLES, FIXTURES, ROOT, relative, run_cli
 from .runtime_helpers import ChecklistModel
@@ -59,6 +59,26 @@ def test_compiled_folder_is_byte_identical_across_runs(tmp_path: Path) -> None:
     }
     assert one == two
     assert Path("plan.json") in one and Path("machines/release.py") in one
+
+
+def _tree(folder: Path) -> dict[Path, bytes]:
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_output_does_not_depend_on_the_working_folder_or_the_spelling_of_the_path(tmp_path: Path) -> None:
+    spellings = [
+        ("examples/release.todoflow", ROOT),
+        ("release.todoflow", ROOT / "examples"),
+        ("./examples/../examples/release.todoflow", ROOT),
+        (str(ROOT / "examples" / "release.todoflow"), tmp_path),
+    ]
+    trees = []
+    for index, (path, folder) in enumerate(spellings):
+        out = tmp_path / f"out{index}"
+        assert run_cli("compile", path, "-o", str(out), cwd=folder).returncode == 0
+        trees.append(_tree(out))
+    assert all(tree == trees[0] for tree in trees[1:])
+    assert b"from release.todoflow " in trees[0][Path("machines/release.py")]
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)

@@ -11,40 +11,14 @@ import json
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-from todoflow.dsl.diagnostics import Diagnostic, TodoflowError, has_errors, sort_key
-from todoflow.dsl.parser import normalize, try_parse
+from todoflow.compiler.analysis import Analysis, analyze
+from todoflow.dsl.diagnostics import SourceError, has_errors
 
 if TYPE_CHECKING:
     from todoflow.compiler.artifacts import Artifacts
-    from todoflow.compiler.model import CheckedWorkflow
     from todoflow.runtime.engine import Engine
-
-
-class Analysis(NamedTuple):
-    workflow: CheckedWorkflow | None
-    diagnostics: tuple[Diagnostic, ...]
-    sources: dict[str, str]  # every text the diagnostics may point into
-
-
-def analyze(text: str, path: str = "<string>", base: Path | None = None) -> Analysis:
-    """Parse and check `text`; prompt files are read relative to `base`."""
-    from todoflow.compiler.check import check
-
-    text = normalize(text)
-    parsed = try_parse(text, path)
-    sources = {path: text}
-    if parsed.workflow is None:
-        return Analysis(None, parsed.diagnostics, sources)
-    folder = base if base is not None else Path(path).parent if path != "<string>" else Path.cwd()
-
-    def read(relative: str) -> str:
-        return (folder / relative).read_text(encoding="utf-8")
-
-    checked = check(parsed.workflow, text, path, read)
-    diagnostics = tuple(sorted([*parsed.diagnostics, *checked.diagnostics], key=sort_key))
-    return Analysis(checked.workflow, diagnostics, sources | checked.templates)
 
 
 class Compiled:
@@ -61,7 +35,7 @@ class Compiled:
 
     def raise_for_errors(self) -> None:
         if not self.ok:
-            raise TodoflowError(self.diagnostics, self.sources)
+            raise SourceError(self.diagnostics, self.sources)
 
     @cached_property
     def artifacts(self) -> Artifacts:
@@ -134,7 +108,7 @@ def start(
     if path is not None and (path.suffix == ".json" or path.is_dir()):
         definition, problems = load_plan_files(path)
         if definition is None:
-            raise TodoflowError(problems, {})
+            raise SourceError(problems, {})
         title, digest, origin = definition.title, definition.source_sha256, definition.source
     else:
         compiled = compile(source)

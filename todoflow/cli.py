@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from todoflow.dsl.diagnostics import Diagnostic, render_all
+from todoflow.dsl.diagnostics import Diagnostic, TodoflowError, render_all
 from todoflow.sources import STDIN, UnreadableError, display_name, read_source
 
 if TYPE_CHECKING:
-    from todoflow.api import Analysis
+    from todoflow.compiler.analysis import Analysis
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -123,9 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     try:
         return commands[args.command]()
-    except UnreadableError as error:
-        print(f"todoflow: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+    except TodoflowError as error:  # every error raised on purpose; each renders itself
+        print(f"todoflow: error: {error.render()}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(error, UnreadableError) else EXIT_ERRORS
     except KeyboardInterrupt:
         return 130
 
@@ -147,7 +147,7 @@ def _check(paths: list[str], output: str) -> int:
 
 def _analyze(path: str) -> Analysis:
     """Read, parse and check one file (`-` is stdin); an unreadable one raises."""
-    from todoflow.api import Analysis, analyze
+    from todoflow.compiler.analysis import Analysis, analyze
 
     name = display_name(path)
     text, problem = read_source(path)
@@ -180,7 +180,7 @@ def _compile(path: str, output: str) -> int:
 
 
 def _graph(path: str, output: str, direction: str, step_id: str | None) -> int:
-    from todoflow.compiler.diagrams import RENDERERS, DiagramError
+    from todoflow.compiler.diagrams import RENDERERS
     from todoflow.compiler.machine import step_machine, workflow_machine
 
     analysis = _analyze(path)
@@ -196,11 +196,7 @@ def _graph(path: str, output: str, direction: str, step_id: str | None) -> int:
             print(f"todoflow: error: no step `{step_id}`; the steps are {', '.join(ids)}", file=sys.stderr)
             return EXIT_USAGE
         machine = step_machine(workflow.step(step_id))
-    try:
-        sys.stdout.write(RENDERERS[output](machine, direction))
-    except DiagramError as error:
-        print(f"todoflow: error: {error}", file=sys.stderr)
-        return EXIT_ERRORS
+    sys.stdout.write(RENDERERS[output](machine, direction))
     return EXIT_OK
 
 
@@ -208,19 +204,10 @@ EXIT_RESUMABLE = 3
 
 
 def _run(args: argparse.Namespace) -> int:
-    from todoflow.runtime.agents import ScriptError
-    from todoflow.runtime.directive import PromptError
-    from todoflow.runtime.plan import PlanError
-    from todoflow.runtime.store import StoreError
-
     if bool(args.file) == bool(args.resume):
         print("todoflow: error: give a workflow FILE to run, or --resume PROCESS_ID", file=sys.stderr)
         return EXIT_USAGE
-    try:
-        return _resume(args) if args.resume else _start(args)
-    except (PlanError, StoreError, ScriptError, PromptError) as error:
-        print(f"todoflow: error: {error}", file=sys.stderr)
-        return EXIT_ERRORS
+    return _resume(args) if args.resume else _start(args)
 
 
 def _definition(path: str) -> tuple[Any, str, str] | None:
@@ -470,9 +457,8 @@ def _summary(found: list[Diagnostic], files: int) -> str:
 
 
 def _fmt(paths: list[str], check_only: bool) -> int:
-    from todoflow.dsl.diagnostics import TodoflowError
+    from todoflow.compiler.files import write_atomically
     from todoflow.dsl.formatter import format_source
-    from todoflow.files import write_atomically
 
     status = EXIT_OK
     for path in paths:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import sys
 
-from todoflow.dsl.diagnostics import Diagnostic
+from todoflow.dsl.diagnostics import Diagnostic, TodoflowError
 from todoflow.dsl.spans import Span
 
 STDIN = "-"
 
 
-class UnreadableError(Exception):
+class UnreadableError(TodoflowError):
     """A path that names nothing readable."""
 
 

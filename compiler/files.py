@@ -1,6 +1,6 @@
 """Writing files so that a reader never sees half of one, and syncing what must survive
-a power loss. Standard library only: `todoflow fmt` and the runtime's hot path use it
-without loading the compiler."""
+a power loss. Standard library only, in the lowest layer that writes files: the compiler,
+the runtime's hot path and `todoflow fmt` share it, and importing it loads nothing else."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ template is reported with the template's name and line, never as a traceback.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from types import TracebackType
 from typing import Any
 
@@ -19,7 +20,6 @@ from .replies import MAX_OUTCOME
 from .state import ProcessState
 
 LIMITS = {"max_tasks": MAX_TASKS, "max_text": MAX_TEXT, "max_evidence": MAX_OUTCOME}
-_COMPILED: dict[str, Any] = {}
 
 
 class PromptError(TodoflowError):
@@ -149,14 +149,16 @@ def render(template: Template, kind: str, step: RunStep, context: dict[str, Any]
     from jinja2 import TemplateError
 
     try:
-        compiled = _COMPILED.get(template.text)
-        if compiled is None:
-            compiled = _COMPILED[template.text] = environment().from_string(template.text)
-        return str(compiled.render(**context))
+        return str(_compiled(template.text).render(**context))
     except TemplateError as error:
         line = getattr(error, "lineno", None) or _template_line(error.__traceback__)
         where = f"{template.name}, line {line}" if line else template.name
         raise PromptError(f"the `{kind}` prompt of step `{step.id}` ({where}) failed: {error}") from None
+
+
+@lru_cache(maxsize=256)  # bounded: a server renders the templates of many runs
+def _compiled(text: str) -> Any:
+    return environment().from_string(text)
 
 
 def _template_line(trace: TracebackType | None) -> int | None:

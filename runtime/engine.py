@@ -17,10 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from todoflow.dsl.diagnostics import TodoflowError
+from todoflow.dsl.nodes import replace
 
 from .directive import Directive
+from .entries import Confirm, Entry, Revise, SubmitTasks, Teleport
 from .plan import Task
-from .replies import IntakeReply, InvalidReply, RevisionReply, TeleportReply, WorkReply, parse_reply
+from .replies import (
+    IntakeReply,
+    InvalidReply,
+    Reply,
+    RevisionReply,
+    TaskItem,
+    TeleportReply,
+    WorkReply,
+    parse_reply,
+)
 from .state import ProcessState, attempt_id, leave, settle
 from .store import Store
 
@@ -60,9 +71,13 @@ class Engine:
 
     def close(self) -> None:
         """Release the store's files (a run folder's derived files are brought up to date)."""
-        close = getattr(self.store, "close", None)
-        if close is not None:
-            close()
+        self.store.close()
+
+    def repair(self) -> bool:
+        """Bring the derived files (events, todos) up to the journal, if a crash left them
+        behind; writes nothing when they are current. A store also does this before its
+        first step, so only a driver that may not step (a complete run) needs to ask."""
+        return self.store.repair()
 
     def __enter__(self) -> Engine:
         return self
@@ -90,7 +105,7 @@ class Engine:
                     self._check_outputs(settled)
             except InvalidReply as invalid:
                 raise Refusal(invalid.reason, self._directive(state)) from None
-            after = leave(self.plan, settled, entry["at"])
+            after = leave(self.plan, settled, entry.at)
             self.store.commit(entry, state, settled, after)
             return self._directive(after)
 
@@ -98,48 +113,38 @@ class Engine:
         step = self.plan.step(state.step_id) if state.step_id else None
         return Directive(self.process_id, attempt_id(self.process_id, state.seq), state, step, self.workflow)
 
-    def _entry(self, state: ProcessState, reply: object, by: str) -> dict[str, Any]:
-        entry: dict[str, Any] = {"seq": state.seq + 1, "at": self.clock(), "by": by, "step": state.step_id}
-        if isinstance(reply, IntakeReply):
-            ready = self.plan.step(state.step_id or "").ready_tasks
-            if ready is None:
-                listed: dict[str, Any] = {"tasks": reply.model_dump(include={"tasks"})["tasks"]}
-            else:  # passed on unchanged, so the entry names it: the run's plan holds it
-                _check_ready(reply, ready)
-                listed = {"ready": True}
-            return entry | {
-                "type": "submit_tasks",
-                **listed,
-                "checklist_outcome": reply.progress_checklist_outcome,
-            }
-        if isinstance(reply, WorkReply):
-            return entry | {
-                "type": "confirm",
-                "position": state.position,
-                "evidence": reply.evidence,
-                "outcome": reply.progress_execution_outcome,
-            }
-        if isinstance(reply, TeleportReply):
-            if state.node != "work" or self.plan.step(state.step_id or "").kind != "todo_task":
-                raise InvalidReply("teleportTo is only possible while working on a task of a todo_task step")
-            return entry | {"type": "teleport", "position": state.position}
-        assert isinstance(reply, RevisionReply)
-        tasks = reply.model_dump(include={"tasks"})["tasks"]
-        for given, old in zip(
-            tasks, state.tasks, strict=False
-        ):  # a task kept as it was keeps its constraints
-            if old.constraints and (given["action"], given["expected_result"]) == (
-                old.action,
-                old.expected_result,
-            ):
-                given["constraints"] = list(old.constraints)
-        return entry | {
-            "type": "revise",
-            "tasks": tasks,
-            "resume_from_task": reply.resume_from_task,
-            "checklist_outcome": reply.progress_checklist_outcome,
-            "work_outcome": reply.progress_execution_outcome,
-        }
+    def _entry(self, state: ProcessState, reply: Reply, by: str) -> Entry:
+        seq, at, step_id = state.seq + 1, self.clock(), state.step_id or ""
+        step = self.plan.step(step_id)
+        match reply:
+            case IntakeReply():
+                if step.ready_tasks is None:
+                    return SubmitTasks(
+                        seq, at, by, step_id, _tasks(reply.tasks), reply.progress_checklist_outcome
+                    )
+                _check_ready(reply, step.ready_tasks)  # passed on unchanged: the run's plan holds it
+                return SubmitTasks(seq, at, by, step_id, None, reply.progress_checklist_outcome)
+            case WorkReply():
+                return Confirm(
+                    seq, at, by, step_id, state.position, reply.evidence, reply.progress_execution_outcome
+                )
+            case TeleportReply():
+                if state.node != "work" or step.kind != "todo_task":
+                    raise InvalidReply(
+                        "teleportTo is only possible while working on a task of a todo_task step"
+                    )
+                return Teleport(seq, at, by, step_id, state.position)
+            case RevisionReply():
+                return Revise(
+                    seq,
+                    at,
+                    by,
+                    step_id,
+                    _kept_constraints(_tasks(reply.tasks), state.tasks),
+                    reply.resume_from_task,
+                    reply.progress_checklist_outcome,
+                    reply.progress_execution_outcome,
+                )
 
     def _check_outputs(self, settled: ProcessState) -> None:
         step = self.plan.step(settled.step_id or "")
@@ -149,6 +154,21 @@ class Engine:
                     f"step `{step.id}` cannot complete: "
                     f"its expected file `{name}` does not exist in the workspace"
                 )
+
+
+def _tasks(items: list[TaskItem]) -> tuple[Task, ...]:
+    return tuple(Task(item.action, item.expected_result) for item in items)
+
+
+def _kept_constraints(tasks: tuple[Task, ...], old: tuple[Task, ...]) -> tuple[Task, ...]:
+    """A revised task left as it was at its position keeps its constraints (an agent's
+    reply carries none: the source attached them)."""
+    return tuple(
+        replace(task, constraints=old[i].constraints)
+        if i < len(old) and (task.action, task.expected_result) == (old[i].action, old[i].expected_result)
+        else task
+        for i, task in enumerate(tasks)
+    )
 
 
 def _check_ready(reply: IntakeReply, ready: tuple[Task, ...]) -> None:

@@ -7,11 +7,12 @@ the history (`TodoTaskItemCompleted.evidence`), never in todos, progress or resu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import pydantic_core
 
+from .entries import Confirm, Entry, Revise, SubmitTasks, Teleport
 from .plan import RunPlan, RunStep
 from .state import ProcessState
 
@@ -22,12 +23,12 @@ def _todo_id(position: int) -> str:
     return f"todo_{position}"
 
 
-def _head(step: RunStep, entry: Mapping[str, Any], process_id: str) -> Event:
+def _head(step: RunStep, entry: Entry, process_id: str) -> Event:
     """The fields every event of one journal entry shares, after its name."""
     return {
         "process_id": process_id,
-        "seq": entry["seq"],
-        "at": entry["at"],
+        "seq": entry.seq,
+        "at": entry.at,
         "step_index": step.index,
         "step_path": f"steps[{step.index}]",
         "step_id": step.id,
@@ -35,52 +36,29 @@ def _head(step: RunStep, entry: Mapping[str, Any], process_id: str) -> Event:
 
 
 def entry_events(
-    plan: RunPlan, before: ProcessState, settled: ProcessState, entry: Mapping[str, Any], process_id: str
+    plan: RunPlan, before: ProcessState, settled: ProcessState, entry: Entry, process_id: str
 ) -> list[Event]:
-    """The events one journal entry causes, from the states before and after it (at least one)."""
+    """The events one journal entry causes, from the states before and after it (at least one).
+
+    The seed names a confirmation's outcome `result` (TodoTaskItemCompleted); the
+    reply and the journal call it `progress_execution_outcome`."""
     assert before.step_id is not None
     step = plan.step(before.step_id)
-    kind = entry["type"]
     events: list[Event] = []
     head = _head(step, entry, process_id)
 
     def event(name: str, **fields: Any) -> None:
         events.append({"event": name, **head, **fields})
 
-    if kind == "confirm":  # the common step: two events, whatever the length of the list
-        position = before.position
-        if step.kind != "todo_task":
-            event("StepConfirmed", result=entry["outcome"], evidence=entry["evidence"])
-        else:  # spelled out: this runs at every confirmation
-            events.append(
-                {
-                    "event": "TodoTaskItemCompleted",
-                    **head,
-                    "todo_id": _todo_id(position),
-                    "title": before.tasks[position - 1].action,
-                    "completed_by": "orchestrator",
-                    "result": entry["outcome"],
-                    "evidence": entry["evidence"],
-                }
+    match entry:
+        case Confirm():
+            _confirmed(step, before, settled, entry, head, events)
+        case Teleport():
+            event(
+                "TodoTaskRevisionStarted", todo_id=_todo_id(before.position), reason="teleport-revise-tasks"
             )
-            if not settled.step_complete:
-                following = settled.position
-                events.append(
-                    {
-                        "event": "TodoTaskItemUpdated",
-                        **head,
-                        "todo_id": _todo_id(following),
-                        "title": settled.tasks[following - 1].action,
-                        "old_status": "pending",
-                        "new_status": "in_progress",
-                        "notes": "",
-                        "updated_by": "orchestrator",
-                    }
-                )
-    elif kind == "teleport":
-        event("TodoTaskRevisionStarted", todo_id=_todo_id(before.position), reason="teleport-revise-tasks")
-    else:
-        _list_changes(before, settled, entry, event)
+        case SubmitTasks() | Revise():
+            _list_changes(before, settled, entry, event)
     if settled.step_complete:
         name = "TodoTaskStepCompleted" if step.kind == "todo_task" else "StepCompleted"
         event(
@@ -95,16 +73,64 @@ def entry_events(
     return events
 
 
+def _confirmed(
+    step: RunStep,
+    before: ProcessState,
+    settled: ProcessState,
+    entry: Confirm,
+    head: Event,
+    events: list[Event],
+) -> None:
+    """The common step: two events, whatever the length of the list."""
+    position = before.position
+    if step.kind != "todo_task":
+        events.append(
+            {
+                "event": "StepConfirmed",
+                **head,
+                "result": entry.progress_execution_outcome,
+                "evidence": entry.evidence,
+            }
+        )
+    else:  # spelled out: this runs at every confirmation
+        events.append(
+            {
+                "event": "TodoTaskItemCompleted",
+                **head,
+                "todo_id": _todo_id(position),
+                "title": before.tasks[position - 1].action,
+                "completed_by": "orchestrator",
+                "result": entry.progress_execution_outcome,
+                "evidence": entry.evidence,
+            }
+        )
+        if not settled.step_complete:
+            following = settled.position
+            events.append(
+                {
+                    "event": "TodoTaskItemUpdated",
+                    **head,
+                    "todo_id": _todo_id(following),
+                    "title": settled.tasks[following - 1].action,
+                    "old_status": "pending",
+                    "new_status": "in_progress",
+                    "notes": "",
+                    "updated_by": "orchestrator",
+                }
+            )
+
+
 def _list_changes(
-    before: ProcessState, settled: ProcessState, entry: Mapping[str, Any], event: Callable[..., None]
+    before: ProcessState, settled: ProcessState, entry: SubmitTasks | Revise, event: Callable[..., None]
 ) -> None:
     """Events for a new or revised checklist: each item created, changed, moved on or removed."""
-    if entry["type"] == "revise":
-        event("TodoTaskChecklistRevised", resume_from_task=entry["resume_from_task"], total=settled.total)
+    fresh_list = isinstance(entry, SubmitTasks)
+    if isinstance(entry, Revise):
+        event("TodoTaskChecklistRevised", resume_from_task=entry.resume_from_task, total=settled.total)
     old_statuses, new_statuses = _statuses(before), _statuses(settled)
     for index, task in enumerate(settled.tasks):
         todo = _todo_id(index + 1)
-        fresh = entry["type"] == "submit_tasks" or index >= before.total
+        fresh = fresh_list or index >= before.total
         old = "pending" if fresh else old_statuses[index]
         changed = not fresh and before.tasks[index] != task
         new = new_statuses[index]

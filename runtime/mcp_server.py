@@ -15,7 +15,7 @@ import secrets
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, WithJsonSchema
 
@@ -24,11 +24,12 @@ from todoflow.dsl.diagnostics import TodoflowError, render_all
 
 from . import process
 from .card import card_data
+from .definition import Reading, RunDefinition, read_definition, ready_checklists
 from .directive import Directive, PromptError
 from .engine import Engine, Refusal
-from .plan import PlanError, load_plan_files, parse_ready_tasks
+from .plan import PlanError, Task
 from .replies import IntakeReply, RevisionReply, TaskItem, TeleportReply, WorkReply
-from .store import FolderStore, StoreError
+from .store import StoreError
 
 BUILT_IN = Path(__file__).with_name("flows")
 ALIASES = {"moira/todo-list": "todo-list"}
@@ -59,18 +60,6 @@ def _optional(schema: dict[str, Any]) -> Any:
     return WithJsonSchema({"anyOf": [schema, {"type": "null"}], "default": None})
 
 
-class Offer(NamedTuple):
-    """A workflow ready to start: from a `.todoflow` source or a plan.json made elsewhere."""
-
-    workflow_id: str
-    title: str
-    steps: list[dict[str, Any]]  # plan.json's steps
-    notes: list[str]  # the reorders the compiler reported
-    definition: Any  # what `process.create` stores: Artifacts or PlanFiles
-    source: Path
-    source_sha256: str
-
-
 class Workflows:
     """The workflows a server offers, by workflow id: `*.todoflow` files and `*/plan.json`
     plans (legacy nested ones too) in its folders. A broken one keeps its diagnostics."""
@@ -83,64 +72,34 @@ class Workflows:
             files += [*sorted(folder.glob("*.todoflow")), *sorted(folder.glob("*/plan.json"))]
         for file in files:
             try:
-                offer = self.load(file)
+                definition = self.load(file)
             except ServeError as error:
                 self.broken[_declared_id(file) or _folder_id(file)] = str(error)
             else:
-                self.sources[offer.workflow_id] = file
-                self.broken.pop(offer.workflow_id, None)
+                self.sources[definition.workflow_id] = file
+                self.broken.pop(definition.workflow_id, None)
 
     def ids(self) -> list[str]:
         return sorted(self.sources)
 
-    def offer(self, workflow_id: str) -> Offer:
+    def offer(self, workflow_id: str) -> Reading:
         workflow_id = ALIASES.get(workflow_id, workflow_id)
         if workflow_id in self.broken:
             raise ServeError(f"workflow `{workflow_id}` does not compile:\n{self.broken[workflow_id]}")
         if workflow_id not in self.sources:
             raise ServeError(f"no workflow `{workflow_id}`; this server offers {', '.join(self.ids())}")
-        return self.load(self.sources[workflow_id])  # read again: it may have changed on disk
+        return self.read(self.sources[workflow_id])  # read again: it may have changed on disk
 
     @staticmethod
-    def load(file: Path) -> Offer:
-        from todoflow.api import compile as compile_workflow
+    def read(file: Path) -> Reading:
+        reading = read_definition(file)
+        if reading.definition is None:
+            raise ServeError(render_all(reading.diagnostics, reading.sources))
+        return reading
 
-        if file.name == "plan.json":
-            definition, problems = load_plan_files(file)
-            if definition is None:
-                raise ServeError(render_all(problems, {}))
-            steps = json.loads(dict(definition.files)["plan.json"])["steps"]
-            return Offer(
-                definition.workflow_id,
-                definition.title,
-                steps,
-                [],
-                definition,
-                file,
-                definition.source_sha256,
-            )
-        compiled = compile_workflow(file)
-        if not compiled.ok or compiled.workflow is None:
-            raise ServeError(render_all(compiled.diagnostics, compiled.sources))
-        workflow = compiled.workflow
-        notes = [d.message for d in compiled.diagnostics if d.severity == "note"]
-        return Offer(
-            workflow.id,
-            workflow.title,
-            compiled.plan["steps"],
-            notes,
-            compiled.artifacts,
-            file,
-            workflow.source_sha256,
-        )
-
-
-def _first_checklist_step(offer: Offer) -> str:
-    """The step a caller's ready checklist goes to: the workflow's first todo_task step."""
-    first = next((s["id"] for s in offer.steps if s["type"] == "todo_task"), None)
-    if first is None:
-        raise ServeError(f"workflow `{offer.workflow_id}` has no todo_task step to take a checklist")
-    return str(first)
+    @classmethod
+    def load(cls, file: Path) -> RunDefinition:
+        return cls.read(file).or_raise()
 
 
 def _folder_id(file: Path) -> str:
@@ -161,40 +120,46 @@ class TodoService:
 
     def __init__(self, workflows: Workflows, run_dir: Path) -> None:
         self.workflows, self.run_dir = workflows, run_dir
-        self._engines: dict[str, tuple[Engine, FolderStore]] = {}
+        self._engines: dict[str, Engine] = {}
         self._lock = threading.Lock()
 
     # -- start ---------------------------------------------------------------------------
 
     def prepare(self, workflow_id: str, parent: str, tasks: Any, goal: str | None) -> dict[str, Any]:
-        offer = self.workflows.offer(workflow_id)
-        notes = list(offer.notes)
+        reading = self.workflows.offer(workflow_id)
+        definition = reading.or_raise()
+        notes = reading.notes
         count = None
         if tasks is not None:
-            _first_checklist_step(offer)
-            try:
-                ordered, moved = parse_ready_tasks(tasks, "tasks")
-            except PlanError as error:
-                raise ServeError(str(error)) from None
+            ready, moved = self._ready(definition, tasks)
             notes += moved
-            count = len(ordered)
+            count = sum(len(checklist) for checklist in ready.values())
         start_id = f"start-{secrets.token_hex(8)}"
         record = {
-            "workflowId": offer.workflow_id,
+            "workflowId": definition.workflow_id,
             "parentExecutionId": parent,
             "tasks": tasks,
             "goal": goal,
         }
         write_atomically(self._starts() / f"{start_id}.json", json.dumps(record, ensure_ascii=False) + "\n")
-        steps = [{"id": s["id"], "type": s["type"], "title": s["title"]} for s in offer.steps]
+        steps = [{"id": s.id, "type": s.kind, "title": s.title} for s in definition.plan.steps]
         return {
             "startAttemptId": start_id,
-            "workflowId": offer.workflow_id,
-            "title": offer.title,
+            "workflowId": definition.workflow_id,
+            "title": definition.title,
             "steps": steps,
             "taskCount": count,
             "notes": notes,
         }
+
+    @staticmethod
+    def _ready(definition: RunDefinition, tasks: Any) -> tuple[dict[str, tuple[Task, ...]], list[str]]:
+        """The checklist for the workflow's first todo_task step, and its notes."""
+        try:
+            ready, notes = ready_checklists(definition, tasks, "tasks")
+            return ready, [note for _, note in notes]
+        except PlanError as error:
+            raise ServeError(str(error)) from None
 
     def execute(self, start_id: str) -> dict[str, Any]:
         record_file = self._starts() / f"{Path(start_id).name}.json"
@@ -208,33 +173,31 @@ class TodoService:
         if executed.exists():
             done = executed.read_text(encoding="utf-8").strip()
             raise ServeError(f"startAttemptId `{start_id}` was executed already (process `{done}`)")
-        offer = self.workflows.offer(record["workflowId"])
-        ready = {}
-        if record["tasks"] is not None:
-            first = _first_checklist_step(offer)
-            ready = {first: parse_ready_tasks(record["tasks"], "tasks")[0]}
-        meta = {
-            "title": offer.title,
-            "source": str(offer.source.resolve()),
-            "source_sha256": offer.source_sha256,
-            "workspace": str(Path.cwd()),
-            "parent_execution_id": record["parentExecutionId"],
-            "start_attempt_id": start_id,
-            "goal": record["goal"],
-        }
+        definition = self.workflows.offer(record["workflowId"]).or_raise()
+        ready = None if record["tasks"] is None else self._ready(definition, record["tasks"])[0]
         try:  # a start attempt executes once, across servers too: the first to claim it
             claim = os.open(executed, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
             raise ServeError(f"startAttemptId `{start_id}` was executed already") from None
         try:
-            folder = process.create(self.run_dir, offer.definition, meta, ready)
-            os.write(claim, folder.name.encode())
+            engine = process.start(
+                definition,
+                self.run_dir,
+                workspace=Path.cwd(),
+                ready=ready,
+                goal=record["goal"],
+                parent_execution_id=record["parentExecutionId"],
+                start_attempt_id=start_id,
+            )
+            os.write(claim, engine.process_id.encode())
         except BaseException:
             executed.unlink(missing_ok=True)
             raise
         finally:
             os.close(claim)
-        return self._directive(folder.name, self._engine(folder.name).directive())
+        with self._lock:
+            self._engines[engine.process_id] = engine
+        return self._directive(engine.directive())
 
     def _starts(self) -> Path:
         folder = self.run_dir / ".starts"
@@ -246,9 +209,9 @@ class TodoService:
     def step(self, process_id: str, attempt: str, reply: dict[str, Any]) -> dict[str, Any]:
         engine = self._engine(process_id)
         try:
-            return self._directive(process_id, engine.step(attempt, reply))
+            return self._directive(engine.step(attempt, reply))
         except Refusal as refusal:
-            current = json.dumps(self._directive(process_id, refusal.directive), ensure_ascii=False, indent=2)
+            current = json.dumps(self._directive(refusal.directive), ensure_ascii=False, indent=2)
             raise ServeError(
                 f"refused: {refusal.reason}; nothing changed.\ncurrent directive: {current}"
             ) from None
@@ -256,18 +219,19 @@ class TodoService:
     def status(self, process_id: str | None) -> dict[str, Any]:
         if process_id is not None:
             directive = self._engine(process_id).directive()
-            return card_data(directive) | {"directive": self._directive(process_id, directive)}
+            return card_data(directive) | {"directive": self._directive(directive)}
         runs = []
         for folder, meta in process.all_metas(self.run_dir):
-            directive = self._peek(folder.name)
-            runs.append(
-                {
-                    "processId": folder.name,
-                    "workflowId": meta.get("workflow_id"),
-                    "completed": directive.completed,
-                    "role": directive.role,
-                }
-            )
+            row: dict[str, Any] = {"processId": folder.name, "workflowId": None}
+            try:
+                if isinstance(meta, StoreError):
+                    raise meta
+                row["workflowId"] = meta.workflow_id
+                directive = self._peek(folder.name)
+                row |= {"completed": directive.completed, "role": directive.role}
+            except (StoreError, PlanError) as error:
+                row |= {"completed": False, "status": "damaged", "problem": str(error)}
+            runs.append(row)
         return {"runs": runs, "workflows": self.workflows.ids()}
 
     def _peek(self, process_id: str) -> Directive:
@@ -276,27 +240,20 @@ class TodoService:
         with self._lock:
             cached = self._engines.get(process_id)
         if cached is not None:
-            return cached[0].directive()
-        try:
-            engine, store = process.open_process(self.run_dir, process_id)
-        except (StoreError, PlanError) as error:
-            raise ServeError(str(error)) from None
-        try:
+            return cached.directive()
+        with process.open_process(self.run_dir, process_id)[0] as engine:
             return engine.directive()
-        finally:
-            store.close()
 
     def _engine(self, process_id: str) -> Engine:
         with self._lock:
             if process_id not in self._engines:
                 try:
-                    self._engines[process_id] = process.open_process(self.run_dir, Path(process_id).name)
-                except (StoreError, PlanError) as error:
+                    self._engines[process_id] = process.open_process(self.run_dir, process_id)[0]
+                except TodoflowError as error:
                     raise ServeError(str(error)) from None
-                self._engines[process_id][1].repair()
-            return self._engines[process_id][0]
+            return self._engines[process_id]
 
-    def _directive(self, process_id: str, directive: Directive) -> dict[str, Any]:
+    def _directive(self, directive: Directive) -> dict[str, Any]:
         try:
             return directive.to_json()
         except PromptError as error:
@@ -304,8 +261,8 @@ class TodoService:
 
     def close(self) -> None:
         with self._lock:
-            for _, store in self._engines.values():
-                store.close()
+            for engine in self._engines.values():
+                engine.close()
             self._engines.clear()
 
 

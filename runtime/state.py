@@ -22,17 +22,12 @@ from typing import Any
 from todoflow.compiler.machine import checklist
 from todoflow.dsl.nodes import node, replace
 
+from .entries import Confirm, Entry, Revise, SubmitTasks, Teleport
 from .plan import RunPlan, RunStep, Task
 
 PENDING = "Pending"
 FINISHED = "finished"  # the workflow's end; a step's own final node is `end` or `done`
 STEP_DONE = ("end", "done")
-EVENTS = {
-    "submit_tasks": "submit_tasks",
-    "confirm": "confirm",
-    "teleport": "teleport_revise_tasks",
-    "revise": "submit_revision",
-}
 
 
 @node
@@ -120,41 +115,45 @@ def leave(plan: RunPlan, state: ProcessState, at: str) -> ProcessState:
     return _enter(plan, plan.step(state.step_id).next_step_id, done, at)
 
 
-def settle(plan: RunPlan, state: ProcessState, entry: Mapping[str, Any]) -> ProcessState:
+def settle(plan: RunPlan, state: ProcessState, entry: Entry) -> ProcessState:
     """The entry's own step after the entry: its node is `end`/`done` if the step is complete."""
     assert state.step_id is not None, "a finished process takes no entries"
     step = plan.step(state.step_id)
-    kind, at = entry["type"], entry["at"]
-    replies = state.agent_replies + (entry.get("by", "agent") == "agent")
+    at = entry.at
+    replies = state.agent_replies + (entry.by == "agent")
     progress = state.progress
-    if kind == "submit_tasks":  # the step's ready checklist, passed on unchanged, or the agent's
-        tasks = step.ready_tasks if entry.get("ready") else None
-        if tasks is None:
-            tasks = tuple(map(Task.from_dict, entry["tasks"]))
-        progress = Progress(entry["checklist_outcome"], progress.work, (PENDING,) * len(tasks))
-        times = ((at, at),) * len(tasks)
-        return _after(step, state, kind, tasks, 1, progress, times, replies)
-    if kind == "confirm":
-        index = state.position - 1
-        results = (*progress.results[:index], entry["outcome"], *progress.results[index + 1 :])
-        times = (*state.times[:index], (state.times[index][0], at), *state.times[index + 1 :])
-        progress = Progress(progress.checklist, entry["outcome"], results)
-        return _after(step, state, kind, state.tasks, state.position + 1, progress, times, replies)
-    if kind == "teleport":
-        target = move(step.kind, state.node, EVENTS[kind], has_task=True)
-        assert target == "revise", f"teleport is not allowed at {state.node}"
-        return replace(
-            state, seq=state.seq + 1, node=target, agent_replies=replies, step_replies=state.step_replies + 1
-        )
-    if kind == "revise":
-        tasks = tuple(map(Task.from_dict, entry["tasks"]))
-        resume = entry["resume_from_task"]
-        kept = _unchanged_prefix(state, tasks, resume)
-        results = (*progress.results[:kept], *(PENDING,) * (len(tasks) - kept))
-        times = (*state.times[:kept], *((at, at),) * (len(tasks) - kept))
-        progress = Progress(entry["checklist_outcome"], entry["work_outcome"], results)
-        return _after(step, state, kind, tasks, resume, progress, times, replies)
-    raise ValueError(f"unknown journal entry type {kind!r}")
+    match entry:
+        case SubmitTasks():  # the step's ready checklist, passed on unchanged, or the agent's
+            tasks = step.ready_tasks if entry.tasks is None else entry.tasks
+            assert tasks is not None, f"step `{step.id}` has no ready checklist to pass on"
+            progress = Progress(entry.progress_checklist_outcome, progress.work, (PENDING,) * len(tasks))
+            times = ((at, at),) * len(tasks)
+            return _after(step, state, "submit_tasks", tasks, 1, progress, times, replies)
+        case Confirm():
+            index = state.position - 1
+            outcome = entry.progress_execution_outcome
+            results = (*progress.results[:index], outcome, *progress.results[index + 1 :])
+            times = (*state.times[:index], (state.times[index][0], at), *state.times[index + 1 :])
+            progress = Progress(progress.checklist, outcome, results)
+            return _after(step, state, "confirm", state.tasks, state.position + 1, progress, times, replies)
+        case Teleport():
+            target = move(step.kind, state.node, "teleport_revise_tasks", has_task=True)
+            assert target == "revise", f"teleport is not allowed at {state.node}"
+            return replace(
+                state,
+                seq=state.seq + 1,
+                node=target,
+                agent_replies=replies,
+                step_replies=state.step_replies + 1,
+            )
+        case Revise():
+            kept = _unchanged_prefix(state, entry.tasks, entry.resume_from_task)
+            results = (*progress.results[:kept], *(PENDING,) * (len(entry.tasks) - kept))
+            times = (*state.times[:kept], *((at, at),) * (len(entry.tasks) - kept))
+            progress = Progress(entry.progress_checklist_outcome, entry.progress_execution_outcome, results)
+            return _after(
+                step, state, "submit_revision", entry.tasks, entry.resume_from_task, progress, times, replies
+            )
 
 
 def _unchanged_prefix(state: ProcessState, tasks: tuple[Task, ...], resume: int) -> int:
@@ -169,15 +168,15 @@ def _unchanged_prefix(state: ProcessState, tasks: tuple[Task, ...], resume: int)
 def _after(
     step: RunStep,
     state: ProcessState,
-    kind: str,
+    event: str,
     tasks: tuple[Task, ...],
     position: int,
     progress: Progress,
     times: tuple[tuple[str, str], ...],
     replies: int,
 ) -> ProcessState:
-    target = move(step.kind, state.node, EVENTS[kind], position <= len(tasks))
-    assert target is not None, f"{kind} is not allowed at {state.node}"
+    target = move(step.kind, state.node, event, position <= len(tasks))
+    assert target is not None, f"{event} is not allowed at {state.node}"
     return ProcessState(
         state.seq + 1,
         step.id,

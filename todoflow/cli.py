@@ -16,11 +16,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from todoflow.compiler.sources import STDIN, UnreadableError, display_name, read_source
 from todoflow.dsl.diagnostics import Diagnostic, TodoflowError, render_all
-from todoflow.sources import STDIN, UnreadableError, display_name, read_source
+from todoflow.runtime import RUN_DIR
 
 if TYPE_CHECKING:
     from todoflow.compiler.analysis import Analysis
+    from todoflow.runtime.engine import Engine
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -85,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--agent", default="human", metavar="AGENT", help="`human` (default) or `scripted:REPLIES.yaml`"
     )
     run.add_argument("--tasks", metavar="TASKS.json", help="a ready checklist for the first todo_task step")
-    run.add_argument("--run-dir", default=".todoflow/runs", metavar="DIR", help="where runs live")
+    run.add_argument("--run-dir", default=RUN_DIR, metavar="DIR", help="where runs live")
     run.add_argument("--workspace", default=".", metavar="DIR", help="where steps read and write files")
     run.add_argument("--resume", metavar="PROCESS_ID", help="continue a stopped or killed run")
     run.add_argument(
@@ -97,11 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="serve workflows to MCP clients over stdio")
     serve.add_argument("folders", nargs="*", metavar="FLOWS_DIR", help="folders of .todoflow workflows")
-    serve.add_argument("--run-dir", default=".todoflow/runs", metavar="DIR", help="where runs live")
+    serve.add_argument("--run-dir", default=RUN_DIR, metavar="DIR", help="where runs live")
 
     status = commands.add_parser("status", help="list runs, or show one run's card")
     status.add_argument("process_id", nargs="?", metavar="PROCESS_ID")
-    status.add_argument("--run-dir", default=".todoflow/runs", metavar="DIR")
+    status.add_argument("--run-dir", default=RUN_DIR, metavar="DIR")
     status.add_argument("--json", action="store_true", help="print the card as JSON")
     status.add_argument("--svg", metavar="FILE", help="export the card as an SVG image")
     return parser
@@ -210,82 +212,52 @@ def _run(args: argparse.Namespace) -> int:
     return _resume(args) if args.resume else _start(args)
 
 
-def _definition(path: str) -> tuple[Any, str, str] | None:
-    """What to run: compiled source, or a plan.json made elsewhere (legacy plans too).
-    Returns (definition, title, source_sha256), or None after printing the errors."""
-    from todoflow.compiler.artifacts import emit
-    from todoflow.runtime.plan import load_plan_files
-
-    if path.endswith(".json") or Path(path).is_dir():
-        definition, problems = load_plan_files(Path(path))
-        sys.stderr.write(render_all(problems, {}))
-        return None if definition is None else (definition, definition.title, definition.source_sha256)
-    analysis = _analyze(path)
-    if not _report(analysis):
-        return None
-    assert analysis.workflow is not None
-    return emit(analysis.workflow), analysis.workflow.title, analysis.workflow.source_sha256
-
-
 def _start(args: argparse.Namespace) -> int:
     from todoflow.runtime import process
-    from todoflow.runtime.plan import from_plan
+    from todoflow.runtime.definition import read_definition, ready_checklists
 
-    loaded = _definition(args.file)
-    if loaded is None:
+    reading = read_definition(Path(args.file), display_name(args.file))
+    sys.stderr.write(render_all(reading.diagnostics, reading.sources))
+    if reading.definition is None:
         return EXIT_ERRORS
-    artifacts, title, source_sha256 = loaded
-    ready: dict[str, Any] = {}
+    ready = None
     if args.tasks:
-        import json as json_
-
-        from todoflow.compiler.formats import Plan
-
-        plan = from_plan(Plan.model_validate(json_.loads(artifacts.file("plan.json"))), "", "", None)
-        ready, notes = process.ready_from_file(Path(args.tasks), plan)
-        for note in notes:
-            print(f"note: {note}", file=sys.stderr)
-    workspace = str(Path(args.workspace).resolve())
-    source = Path(args.file) / "plan.json" if Path(args.file).is_dir() else Path(args.file)
-    meta = {
-        "title": title,
-        "source": str(source.resolve()),
-        "source_sha256": source_sha256,
-        "workspace": workspace,
-    }
-    folder = process.create(Path(args.run_dir), artifacts, meta, ready)
-    print(f"started {folder.name} (run folder {folder})", file=sys.stderr)
-    return _drive(args, folder.name)
+        ready, notes = ready_checklists(
+            reading.definition, _read_json(Path(args.tasks)), Path(args.tasks).name
+        )
+        for step_id, note in notes:
+            print(f"note: step `{step_id}`: {note}", file=sys.stderr)
+    engine = process.start(
+        reading.definition, Path(args.run_dir), workspace=Path(args.workspace), ready=ready
+    )
+    print(
+        f"started {engine.process_id} (run folder {Path(args.run_dir) / engine.process_id})", file=sys.stderr
+    )
+    return _drive(args, engine)
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from todoflow.dsl.parser import source_sha256
     from todoflow.runtime import process
 
-    meta = process.read_meta(Path(args.run_dir) / args.resume)
-    source = Path(meta.get("source", ""))
-    if source.is_file():
-        current = source_sha256(source.read_text(encoding="utf-8"))
-        if current != meta.get("source_sha256") and not args.accept_changed_definition:
-            print(
-                f"todoflow: error: {source} changed since run {args.resume} started "
-                f"(source_sha256 {meta.get('source_sha256', '?')[:12]}… is now {current[:12]}…); "
-                "the run continues "
-                "only with the definition it started with: pass --accept-changed-definition to do that",
-                file=sys.stderr,
-            )
-            return EXIT_ERRORS
-    return _drive(args, args.resume)
+    engine = process.open_process(Path(args.run_dir), args.resume)[0]
+    changed = process.changed_definition(process.read_meta(Path(args.run_dir) / args.resume))
+    if changed and not args.accept_changed_definition:
+        engine.close()
+        print(
+            f"todoflow: error: {changed}; the run continues only with the definition it started with: "
+            "pass --accept-changed-definition to do that",
+            file=sys.stderr,
+        )
+        return EXIT_ERRORS
+    engine.repair()
+    return _drive(args, engine)
 
 
-def _drive(args: argparse.Namespace, process_id: str) -> int:
-    from todoflow.runtime import process
+def _drive(args: argparse.Namespace, engine: Engine) -> int:
     from todoflow.runtime.agents import HumanAgent, ScriptedAgent
     from todoflow.runtime.driver import drive
 
-    engine, store = process.open_process(Path(args.run_dir), process_id)
-    try:
-        store.repair()
+    with engine:
         agent_spec: str = args.agent
         if agent_spec == "human":
             agent: Any = HumanAgent(sys.stdin, sys.stdout)
@@ -298,12 +270,17 @@ def _drive(args: argparse.Namespace, process_id: str) -> int:
             )
             return EXIT_USAGE
         outcome = drive(engine, agent, sys.stdout, show_prompts=args.show_prompts)
-    finally:
-        store.close()
     if outcome == "complete":
         return EXIT_OK
-    print(f"resume with: todoflow run --resume {process_id} --run-dir {args.run_dir}", file=sys.stderr)
+    print(f"resume with: todoflow run --resume {engine.process_id} --run-dir {args.run_dir}", file=sys.stderr)
     return EXIT_ERRORS if outcome == "refused" else EXIT_RESUMABLE
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise UnreadableError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
 
 
 def _status(run_dir: str, process_id: str | None, as_json: bool, svg: str | None) -> int:
@@ -311,16 +288,17 @@ def _status(run_dir: str, process_id: str | None, as_json: bool, svg: str | None
     from todoflow.runtime.card import card_data, card_svg, card_text
 
     if process_id is None:
-        rows = []
+        rows: list[dict[str, Any]] = []
         for folder, meta in process.all_metas(Path(run_dir)):
-            engine, store = process.open_process(Path(run_dir), folder.name)
-            try:
-                directive = engine.directive()
-            finally:
-                store.close()
-            rows.append(
-                {"process_id": folder.name, "workflow": meta.get("workflow_id"), **_summary_row(directive)}
-            )
+            if isinstance(meta, Exception):
+                rows.append(
+                    {"process_id": folder.name, "workflow": None, "status": "damaged", "where": str(meta)}
+                )
+                continue
+            engine = process.open_process(Path(run_dir), folder.name)[0]
+            with engine:
+                row = _summary_row(engine)
+            rows.append({"process_id": folder.name, "workflow": meta.workflow_id, **row})
         if as_json:
             print(json.dumps(rows, indent=2, ensure_ascii=False))
         elif not rows:
@@ -328,11 +306,8 @@ def _status(run_dir: str, process_id: str | None, as_json: bool, svg: str | None
         for row in rows if not as_json else []:
             print(f"{row['process_id']}  {row['status']:<9} {row['where']}")
         return EXIT_OK
-    engine, store = process.open_process(Path(run_dir), process_id)
-    try:
+    with process.open_process(Path(run_dir), process_id)[0] as engine:
         directive = engine.directive()
-    finally:
-        store.close()
     if svg:
         Path(svg).write_text(card_svg(directive), encoding="utf-8")
         print(f"wrote {svg}", file=sys.stderr)
@@ -432,7 +407,13 @@ def _serve(folders: list[str], run_dir: str) -> int:
     return EXIT_OK
 
 
-def _summary_row(directive: Any) -> dict[str, str]:
+def _summary_row(engine: Engine) -> dict[str, str]:
+    from todoflow.runtime.store import DamagedRun
+
+    try:
+        directive = engine.directive()
+    except DamagedRun as error:
+        return {"status": "damaged", "where": str(error)}
     if directive.completed:
         return {"status": "complete", "where": "result {}"}
     step = directive.step.id if directive.step else ""

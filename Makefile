@@ -47,12 +47,14 @@ typecheck: setup
 pytest: setup
 	$(BIN)/pytest
 
+# Benchmarks run as modules of the `bench` package from the repo root (scratch: build/bench/).
 bench: setup
-	$(BIN)/python bench/parse.py
-	$(BIN)/python bench/compile.py
-	$(BIN)/python bench/runtime.py
-	$(BIN)/python bench/mcp.py
-	$(BIN)/python bench/interop.py
+	$(BIN)/python -m bench.parse
+	$(BIN)/python -m bench.compile
+	$(BIN)/python -m bench.runtime
+	$(BIN)/python -m bench.resume
+	$(BIN)/python -m bench.mcp_step
+	$(BIN)/python -m bench.interop
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

@@ -6,7 +6,7 @@
 2. The engine with an in-memory store against bare python-statemachine transitions
    (the compiled workflow's StateChart driven by the same events).
 
-    .venv/bin/python bench/runtime.py
+    .venv/bin/python -m bench.runtime
 """
 
 from __future__ import annotations
@@ -14,22 +14,17 @@ from __future__ import annotations
 import io
 import os
 import statistics
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import todoflow  # noqa: E402
-from todoflow.compiler.formats import Plan  # noqa: E402
-from todoflow.runtime import process  # noqa: E402
-from todoflow.runtime.agents import ScriptedAgent  # noqa: E402
-from todoflow.runtime.driver import drive  # noqa: E402
-from todoflow.runtime.engine import Engine  # noqa: E402
-from todoflow.runtime.plan import from_plan  # noqa: E402
-from todoflow.runtime.store import MemoryStore  # noqa: E402
+import todoflow
+from bench.scratch import scratch
+from todoflow.runtime import process
+from todoflow.runtime.agents import ScriptedAgent
+from todoflow.runtime.definition import from_source
+from todoflow.runtime.driver import drive
+from todoflow.runtime.engine import Engine
+from todoflow.runtime.store import MemoryStore
 
 ROUNDS = 7
 
@@ -52,13 +47,12 @@ def replies(steps: int, tasks: int) -> list[dict[str, str]]:
 
 def durable_run(folder: Path, steps: int, tasks: int, runs: int = 1) -> tuple[float, int]:
     """`runs` processes of the workflow driven to completion: their time and their steps."""
-    compiled = todoflow.compile(source(steps, tasks), path="bench.todoflow")
-    compiled.raise_for_errors()
+    definition = from_source(source(steps, tasks), "bench.todoflow").or_raise()
     elapsed, entries = 0.0, 0
     for run in range(runs):
-        meta = {"process_id": f"bench-{steps}x{tasks}-{run}", "title": "bench", "workspace": str(folder)}
-        process.create(folder / "runs", compiled.artifacts, meta)
-        engine, store = process.open_process(folder / "runs", meta["process_id"])
+        pid = f"bench-{steps}x{tasks}-{run}"
+        process.start(definition, folder / "runs", workspace=folder, process_id=pid).close()
+        engine, store = process.open_process(folder / "runs", pid)
         agent = ScriptedAgent(replies(steps, tasks), folder)
         start = time.perf_counter()
         outcome = drive(engine, agent, io.StringIO())
@@ -108,8 +102,7 @@ def bare_statechart(tasks: int) -> float:
 
 
 def memory_engine(tasks: int) -> float:
-    compiled = todoflow.compile(source(1, tasks), path="bench.todoflow")
-    plan = from_plan(Plan.model_validate(compiled.plan), "bench", "bench", None)
+    plan = from_source(source(1, tasks), "bench.todoflow").or_raise().plan
     store = MemoryStore("bench", plan, "2026-01-01T00:00:00Z")
     engine = Engine(store, Path("."), {"id": "bench", "title": "bench"})
     directive = engine.directive()
@@ -137,9 +130,9 @@ def main() -> None:
     small_steps = large_steps = 0
     per: dict[str, list[float]] = {"floor": [], "small": [], "large": []}
     ratios: dict[str, list[float]] = {"small": [], "large": [], "flat": []}
-    with tempfile.TemporaryDirectory(dir=ROOT) as temporary:
+    with scratch() as temporary:
         for round_ in range(ROUNDS):
-            folder = Path(temporary) / str(round_)
+            folder = temporary / str(round_)
             before = fsync_floor(folder.parent, 500)
             small, small_steps = durable_run(folder / "small", 1, 100, runs=5)
             large, large_steps = durable_run(folder / "large", 10, 100)

@@ -34,9 +34,19 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
+class _Version(argparse.Action):
+    """`--version`, read from the installed package's metadata when asked (not at start-up)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from importlib.metadata import version
+
+        print(f"todoflow {version('todoflow')}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="todoflow", description="Check, format, compile and draw .todoflow workflows.")
-    parser.add_argument("--version", action="version", version="todoflow 0.1.0")
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     check = commands.add_parser("check", help="report every error and warning in .todoflow files")

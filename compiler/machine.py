@@ -117,11 +117,15 @@ def checklist(
         return (work, done), [MachineTransition(work.id, done.id, "confirm")]
     intake, cursor = state("intake", "Intake", initial=True), state("cursor", "Cursor")
     work, revise, end = state("work", "Work"), state("revise", "Revise"), state("end", "End", final=True)
-    return (intake, cursor, work, revise, end), [
+    delegated = state("delegated", "Delegated")
+    return (intake, cursor, work, delegated, revise, end), [
         MachineTransition(intake.id, cursor.id, "submit_tasks"),
         MachineTransition(cursor.id, work.id, None, "has_task"),
         MachineTransition(cursor.id, end.id, None, "past_end"),
         MachineTransition(work.id, cursor.id, "confirm"),
+        MachineTransition(work.id, delegated.id, "delegate"),
+        MachineTransition(delegated.id, cursor.id, "accept_delegation"),
+        MachineTransition(delegated.id, work.id, "return_delegation"),
         MachineTransition(work.id, revise.id, "teleport_revise_tasks"),
         MachineTransition(revise.id, cursor.id, "submit_revision"),
     ]

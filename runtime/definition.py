@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from todoflow.compiler.analysis import analyze
-from todoflow.compiler.formats import Plan
+from todoflow.compiler.formats import Plan, StepConfig
 from todoflow.compiler.sources import read_source
 from todoflow.dsl.diagnostics import Diagnostic, SourceError, has_errors
 from todoflow.dsl.nodes import node
 from todoflow.dsl.parser import normalize, source_sha256
 
-from .plan import PlanError, RunPlan, Task, from_plan, parse_ready_tasks, templates_of
+from .plan import PlanError, RunPlan, Task, configs_of, from_plan, parse_ready_tasks, templates_of
 
 STRING = "<string>"
 
@@ -95,9 +95,13 @@ def _stored(relative: str) -> bool:
 def _definition(
     workflow_id: str, title: str, files: Mapping[str, str], origin: str, text: str
 ) -> RunDefinition:
-    plan = from_plan(Plan.model_validate_json(files["plan.json"]), workflow_id, title, templates_of(files))
+    plan = Plan.model_validate_json(files["plan.json"])
+    config = (
+        StepConfig.model_validate_json(files["step_config.json"]) if "step_config.json" in files else None
+    )
+    plan_ = from_plan(plan, workflow_id, title, templates_of(files), configs_of(config))
     return RunDefinition(
-        workflow_id, title, plan, tuple(sorted(files.items())), origin, text, source_sha256(text)
+        workflow_id, title, plan_, tuple(sorted(files.items())), origin, text, source_sha256(text)
     )
 
 

@@ -82,33 +82,191 @@ class Revise:
     progress_execution_outcome: str
 
 
-Entry: TypeAlias = SubmitTasks | Confirm | Teleport | Revise
+@node
+class Delegate:
+    """The orchestrator gives the current todo (position) to a route's sub-agent
+    (`selected_route_id`) or to the generic agent: the step's node becomes `delegated`."""
+
+    TYPE: ClassVar[str] = "delegate"
+    seq: int
+    at: str
+    by: By
+    step: str
+    position: int
+    selected_route_id: str | None
+    use_generic_agent: bool
+    instructions_to_sub_agent: str
+    success_criteria_for_sub_agent: str | None
+    selection_reasoning: str | None
+    progress_summary: str | None
+    all_tasks_complete: bool
+
+    @property
+    def agent(self) -> str:
+        return self.selected_route_id or GENERIC
+
+
+@node
+class Continue:
+    """The orchestrator worked on its own and takes another turn; no todo changes."""
+
+    TYPE: ClassVar[str] = "continue"
+    seq: int
+    at: str
+    by: By
+    step: str
+    position: int
+    selection_reasoning: str | None
+    progress_summary: str | None
+    all_tasks_complete: bool
+
+
+@node
+class SubAgentDone:
+    """The delegated sub-agent says the todo is done, with its evidence. A route's reply
+    is prevalidated first: `passed` (every expected file there, with its sha256 in
+    `files`) confirms the todo; otherwise `reason` says what failed and the todo goes
+    back to the orchestrator. The generic agent's reply is not prevalidated."""
+
+    TYPE: ClassVar[str] = "sub_agent_done"
+    seq: int
+    at: str
+    by: By
+    step: str
+    position: int
+    agent: str  # the route id, or `generic`
+    evidence: str
+    progress_execution_outcome: str
+    passed: bool
+    reason: str | None
+    files: tuple[tuple[str, str], ...]  # (workspace path, sha256) of the validated files
+
+
+@node
+class SubAgentFailed:
+    """The delegated sub-agent gives the todo back, undone."""
+
+    TYPE: ClassVar[str] = "sub_agent_failed"
+    seq: int
+    at: str
+    by: By
+    step: str
+    position: int
+    agent: str
+    failed: str
+
+
+@node
+class CreateTodo:
+    """`create_todo`: a task appended at the end of the checklist."""
+
+    TYPE: ClassVar[str] = "create_todo"
+    seq: int
+    at: str
+    by: By
+    step: str
+    title: str
+    description: str
+    priority: str
+
+
+@node
+class UpdateTodo:
+    """`update_todo`: a todo's status (`in_progress`, `blocked`) and notes, by the
+    orchestrator or by the sub-agent the todo is delegated to (`agent`)."""
+
+    TYPE: ClassVar[str] = "update_todo"
+    seq: int
+    at: str
+    by: By
+    step: str
+    position: int
+    status: str | None
+    notes: str | None
+    agent: str
+
+
+@node
+class RaiseTurns:
+    """The step's bound on orchestrator turns, raised by the caller to let a run go on."""
+
+    TYPE: ClassVar[str] = "raise_turns"
+    seq: int
+    at: str
+    by: By
+    step: str
+    execution_max_turns: int
+
+
+GENERIC = "generic"  # the agent of a delegation without a route
+ORCHESTRATOR = "orchestrator"
+
+Entry: TypeAlias = (
+    SubmitTasks
+    | Confirm
+    | Teleport
+    | Revise
+    | Delegate
+    | Continue
+    | SubAgentDone
+    | SubAgentFailed
+    | CreateTodo
+    | UpdateTodo
+    | RaiseTurns
+)
+KINDS: dict[str, type[Any]] = {
+    kind.TYPE: kind
+    for kind in (
+        SubmitTasks,
+        Confirm,
+        Teleport,
+        Revise,
+        Delegate,
+        Continue,
+        SubAgentDone,
+        SubAgentFailed,
+        CreateTodo,
+        UpdateTodo,
+        RaiseTurns,
+    )
+}
+
+
+_HEAD = ("seq", "at", "by", "step")
 
 
 def to_json(entry: Entry) -> dict[str, Any]:
-    """The entry as its journal line holds it (keys in this order)."""
-    head = {"seq": entry.seq, "at": entry.at, "by": entry.by, "step": entry.step, "type": entry.TYPE}
+    """The entry as its journal line holds it: `seq`, `at`, `by`, `step`, `type`, then the
+    entry's own fields in their declared order (a ready checklist passed on unchanged is
+    `"ready": true`; tasks and file pairs as JSON lists)."""
+    out: dict[str, Any] = {
+        "seq": entry.seq,
+        "at": entry.at,
+        "by": entry.by,
+        "step": entry.step,
+        "type": entry.TYPE,
+    }
     match entry:
-        case Confirm():
-            return head | {
-                "position": entry.position,
-                "evidence": entry.evidence,
-                "progress_execution_outcome": entry.progress_execution_outcome,
-            }
+        case Confirm():  # the common step: spelled out
+            out["position"] = entry.position
+            out["evidence"] = entry.evidence
+            out["progress_execution_outcome"] = entry.progress_execution_outcome
+            return out
         case SubmitTasks():
-            listed: dict[str, Any] = (
-                {"ready": True} if entry.tasks is None else {"tasks": [t.as_dict() for t in entry.tasks]}
-            )
-            return head | listed | {"progress_checklist_outcome": entry.progress_checklist_outcome}
-        case Teleport():
-            return head | {"position": entry.position}
-        case Revise():
-            return head | {
-                "tasks": [t.as_dict() for t in entry.tasks],
-                "resume_from_task": entry.resume_from_task,
-                "progress_checklist_outcome": entry.progress_checklist_outcome,
-                "progress_execution_outcome": entry.progress_execution_outcome,
-            }
+            if entry.tasks is None:
+                out["ready"] = True
+            else:
+                out["tasks"] = [t.as_dict() for t in entry.tasks]
+            out["progress_checklist_outcome"] = entry.progress_checklist_outcome
+            return out
+    for name in type(entry)._node_fields[len(_HEAD) :]:  # type: ignore[union-attr]
+        value = getattr(entry, name)
+        if name == "tasks":
+            value = [t.as_dict() for t in value]
+        elif name == "files":
+            value = [list(pair) for pair in value]
+        out[name] = value
+    return out
 
 
 class EntryFormatError(TodoflowError):
@@ -119,27 +277,28 @@ def entry_from_json(data: Mapping[str, Any]) -> Entry:
     """The entry a journal line holds, in today's form or the one before entries were typed."""
     try:
         kind = data["type"]
-        seq, at, by, step = data["seq"], data["at"], data.get("by", "agent"), data["step"]
+        head = (data["seq"], data["at"], data.get("by", "agent"), data["step"])
         if kind == Confirm.TYPE:
             outcome = data.get("progress_execution_outcome", data.get("outcome"))
-            return Confirm(seq, at, by, step, data["position"], data["evidence"], outcome)
+            return Confirm(*head, data["position"], data["evidence"], outcome)
         if kind == SubmitTasks.TYPE:
             tasks = None if data.get("ready") else tuple(map(Task.from_dict, data["tasks"]))
             summary = data.get("progress_checklist_outcome", data.get("checklist_outcome"))
-            return SubmitTasks(seq, at, by, step, tasks, summary)
-        if kind == Teleport.TYPE:
-            return Teleport(seq, at, by, step, data["position"])
+            return SubmitTasks(*head, tasks, summary)
         if kind == Revise.TYPE:
             return Revise(
-                seq,
-                at,
-                by,
-                step,
+                *head,
                 tuple(map(Task.from_dict, data["tasks"])),
                 data["resume_from_task"],
                 data.get("progress_checklist_outcome", data.get("checklist_outcome")),
                 data.get("progress_execution_outcome", data.get("work_outcome")),
             )
-    except (KeyError, TypeError) as error:
+        cls = KINDS.get(kind)
+        if cls is None:
+            raise EntryFormatError(f"an entry of unknown type {kind!r}")
+        fields = {name: data[name] for name in cls._node_fields[len(_HEAD) :]}
+        if "files" in fields:
+            fields["files"] = tuple((str(path), str(digest)) for path, digest in fields["files"])
+        return cls(*head, **fields)  # type: ignore[no-any-return]
+    except (KeyError, TypeError, ValueError) as error:
         raise EntryFormatError(f"an entry without its field {error}") from None
-    raise EntryFormatError(f"an entry of unknown type {kind!r}")

@@ -12,7 +12,21 @@ from typing import Any
 
 import pydantic_core
 
-from .entries import Confirm, Entry, Revise, SubmitTasks, Teleport
+from .entries import (
+    ORCHESTRATOR,
+    Confirm,
+    Continue,
+    CreateTodo,
+    Delegate,
+    Entry,
+    RaiseTurns,
+    Revise,
+    SubAgentDone,
+    SubAgentFailed,
+    SubmitTasks,
+    Teleport,
+    UpdateTodo,
+)
 from .plan import RunPlan, RunStep
 from .state import ProcessState
 
@@ -41,7 +55,9 @@ def entry_events(
     """The events one journal entry causes, from the states before and after it (at least one).
 
     The seed names a confirmation's outcome `result` (TodoTaskItemCompleted); the
-    reply and the journal call it `progress_execution_outcome`."""
+    reply and the journal call it `progress_execution_outcome`. The seed's `created_by`,
+    `updated_by` and `completed_by` are always `orchestrator`; `agent` says who did it
+    (`orchestrator`, a route id, or `generic`)."""
     assert before.step_id is not None
     step = plan.step(before.step_id)
     events: list[Event] = []
@@ -52,19 +68,82 @@ def entry_events(
 
     match entry:
         case Confirm():
-            _confirmed(step, before, settled, entry, head, events)
+            events += _confirmed(step, before, settled, entry, head, ORCHESTRATOR)
         case Teleport():
             event(
                 "TodoTaskRevisionStarted", todo_id=_todo_id(before.position), reason="teleport-revise-tasks"
             )
         case SubmitTasks() | Revise():
             _list_changes(before, settled, entry, event)
+        case Delegate() | Continue():
+            event("TodoTaskRouteSelected", **_decision(step, settled, entry))
+        case SubAgentDone():
+            route = step.route(entry.agent)
+            if route is not None:
+                event(
+                    "TodoTaskDelegationValidated",
+                    todo_id=_todo_id(entry.position),
+                    route_id=route.id,
+                    sub_step_id=route.step_id,
+                    passed=entry.passed,
+                    reason=entry.reason,
+                    files=[{"path": path, "sha256": digest} for path, digest in entry.files],
+                )
+            if entry.passed:
+                if route is not None:
+                    event(
+                        "TodoTaskLearningRecorded",
+                        learning_id=learning_id(process_id, entry.seq),
+                        route_id=route.id,
+                        sub_step_id=route.step_id,
+                        todo_id=_todo_id(entry.position),
+                    )
+                events += _confirmed(step, before, settled, entry, head, entry.agent)
+            else:
+                event(
+                    "TodoTaskDelegationFailed",
+                    todo_id=_todo_id(entry.position),
+                    agent=entry.agent,
+                    reason=entry.reason,
+                )
+        case SubAgentFailed():
+            event(
+                "TodoTaskDelegationFailed",
+                todo_id=_todo_id(entry.position),
+                agent=entry.agent,
+                reason=entry.failed,
+            )
+        case CreateTodo():
+            event(
+                "TodoTaskItemCreated",
+                todo_id=_todo_id(settled.total),
+                title=entry.title,
+                description=entry.description,
+                priority=entry.priority,
+                created_by=ORCHESTRATOR,
+                agent=ORCHESTRATOR,
+            )
+        case UpdateTodo():
+            event(
+                "TodoTaskItemUpdated",
+                todo_id=_todo_id(entry.position),
+                title=before.tasks[entry.position - 1].action,
+                old_status=before.status(entry.position),
+                new_status=settled.status(entry.position),
+                notes=entry.notes or "",
+                updated_by=ORCHESTRATOR,
+                agent=entry.agent,
+            )
+        case RaiseTurns():
+            event(
+                "TodoTaskTurnsRaised", execution_max_turns=entry.execution_max_turns, turns_used=before.turns
+            )
     if settled.step_complete:
         name = "TodoTaskStepCompleted" if step.kind == "todo_task" else "StepCompleted"
         event(
             name,
             step_title=step.title,
-            total_iterations=settled.step_replies,
+            total_iterations=settled.turns,
             total_todos_count=settled.total,
             completed_count=settled.total,
             completion_reason="every task confirmed",
@@ -73,51 +152,80 @@ def entry_events(
     return events
 
 
+def learning_id(process_id: str, seq: int) -> str:
+    """A learning's id: the process and the journal entry that proves it."""
+    return f"{process_id}:{seq}"
+
+
+def _decision(step: RunStep, settled: ProcessState, entry: Delegate | Continue) -> Event:
+    """TodoTaskRouteSelected's fields (the seed's), for a decision of the orchestrator."""
+    delegate = entry if isinstance(entry, Delegate) else None
+    route = step.route(delegate.selected_route_id) if delegate and delegate.selected_route_id else None
+    return {
+        "step_title": step.title,
+        "iteration": settled.turns,
+        "next_action": entry.TYPE,
+        "selected_route_id": route.id if route else None,
+        "selected_route_name": route.name if route else None,
+        "use_generic_agent": bool(delegate and delegate.use_generic_agent),
+        "todo_id_to_execute": _todo_id(entry.position),
+        "todo_title": settled.tasks[entry.position - 1].action,
+        "instructions_to_sub_agent": delegate.instructions_to_sub_agent if delegate else None,
+        "success_criteria_for_sub_agent": delegate.success_criteria_for_sub_agent if delegate else None,
+        "selection_reasoning": entry.selection_reasoning,
+        "all_tasks_complete": entry.all_tasks_complete,
+        "progress_summary": entry.progress_summary,
+    }
+
+
 def _confirmed(
     step: RunStep,
     before: ProcessState,
     settled: ProcessState,
-    entry: Confirm,
+    entry: Confirm | SubAgentDone,
     head: Event,
-    events: list[Event],
-) -> None:
-    """The common step: two events, whatever the length of the list."""
+    agent: str,
+) -> list[Event]:
+    """The common step: two events, whatever the length of the list (spelled out: this
+    runs at every confirmation)."""
     position = before.position
     if step.kind != "todo_task":
-        events.append(
+        return [
             {
                 "event": "StepConfirmed",
                 **head,
                 "result": entry.progress_execution_outcome,
                 "evidence": entry.evidence,
             }
-        )
-    else:  # spelled out: this runs at every confirmation
+        ]
+    events = [
+        {
+            "event": "TodoTaskItemCompleted",
+            **head,
+            "todo_id": _todo_id(position),
+            "title": before.tasks[position - 1].action,
+            "completed_by": ORCHESTRATOR,
+            "agent": agent,
+            "result": entry.progress_execution_outcome,
+            "evidence": entry.evidence,
+        }
+    ]
+    if not settled.step_complete:
+        following = settled.position
         events.append(
             {
-                "event": "TodoTaskItemCompleted",
+                "event": "TodoTaskItemUpdated",
                 **head,
-                "todo_id": _todo_id(position),
-                "title": before.tasks[position - 1].action,
-                "completed_by": "orchestrator",
-                "result": entry.progress_execution_outcome,
-                "evidence": entry.evidence,
+                "todo_id": _todo_id(following),
+                "title": settled.tasks[following - 1].action,
+                "old_status": before.status(following),
+                "new_status": settled.status(following),
+                "notes": "",
+                "updated_by": ORCHESTRATOR,
+                "agent": ORCHESTRATOR,
             }
         )
-        if not settled.step_complete:
-            following = settled.position
-            events.append(
-                {
-                    "event": "TodoTaskItemUpdated",
-                    **head,
-                    "todo_id": _todo_id(following),
-                    "title": settled.tasks[following - 1].action,
-                    "old_status": "pending",
-                    "new_status": "in_progress",
-                    "notes": "",
-                    "updated_by": "orchestrator",
-                }
-            )
+    return events
 
 
 def _list_changes(
@@ -127,24 +235,26 @@ def _list_changes(
     fresh_list = isinstance(entry, SubmitTasks)
     if isinstance(entry, Revise):
         event("TodoTaskChecklistRevised", resume_from_task=entry.resume_from_task, total=settled.total)
-    old_statuses, new_statuses = _statuses(before), _statuses(settled)
     for index, task in enumerate(settled.tasks):
-        todo = _todo_id(index + 1)
+        position = index + 1
+        todo = _todo_id(position)
         fresh = fresh_list or index >= before.total
-        old = "pending" if fresh else old_statuses[index]
+        old = "pending" if fresh else before.status(position)
         changed = not fresh and before.tasks[index] != task
-        new = new_statuses[index]
+        new = settled.status(position)
+        by = {"agent": ORCHESTRATOR}
         if fresh:
             event(
                 "TodoTaskItemCreated",
                 todo_id=todo,
                 title=task.action,
                 description=task.expected_result,
-                priority="medium",
-                created_by="orchestrator",
+                priority=task.priority,
+                created_by=ORCHESTRATOR,
+                **by,
             )
         if new == "completed" and (old != "completed" or changed):
-            event("TodoTaskItemCompleted", todo_id=todo, title=task.action, completed_by="orchestrator")
+            event("TodoTaskItemCompleted", todo_id=todo, title=task.action, completed_by=ORCHESTRATOR, **by)
         elif new != old or changed:
             event(
                 "TodoTaskItemUpdated",
@@ -153,30 +263,20 @@ def _list_changes(
                 old_status=old,
                 new_status=new,
                 notes="revised" if changed else "",
-                updated_by="orchestrator",
+                updated_by=ORCHESTRATOR,
+                **by,
             )
     for index in range(settled.total, before.total):
         event(
             "TodoTaskItemUpdated",
             todo_id=_todo_id(index + 1),
             title=before.tasks[index].action,
-            old_status=old_statuses[index],
+            old_status=before.status(index + 1),
             new_status="removed",
             notes="revised",
-            updated_by="orchestrator",
+            updated_by=ORCHESTRATOR,
+            agent=ORCHESTRATOR,
         )
-
-
-def _statuses(state: ProcessState) -> list[str]:
-    out = []
-    for position in range(1, state.total + 1):
-        if position < state.position or state.step_complete:
-            out.append("completed")
-        elif position == state.position and state.node == "work":
-            out.append("in_progress")
-        else:
-            out.append("pending")
-    return out
 
 
 def todos(step: RunStep, state: ProcessState) -> str:
@@ -184,26 +284,31 @@ def todos(step: RunStep, state: ProcessState) -> str:
 
     Built in `formats.Todos`'s field order and written as its `to_json` would write it,
     without validating 100 items at every step's completion; a test holds the two equal."""
-    statuses = _statuses(state)
+    statuses = [state.status(position) for position in range(1, state.total + 1)]
     items = []
     for index, task in enumerate(state.tasks):
         created, updated = state.times[index] if index < len(state.times) else ("", "")
-        item = {
+        mark = state.mark(index + 1)
+        item: dict[str, Any] = {
             "id": _todo_id(index + 1),
             "title": task.action,
             "description": task.expected_result,
-            "priority": "medium",
+            "priority": task.priority,
             "status": statuses[index],
         }
+        if mark.assigned is not None:
+            item["assigned_agent"] = mark.assigned
         if statuses[index] == "completed" and index < len(state.progress.results):
             item["result"] = state.progress.results[index]
+        if mark.notes is not None:
+            item["notes"] = mark.notes
         item["created_at"], item["updated_at"] = created, updated
         items.append(item)
     summary = {
         "total": len(items),
         "completed": statuses.count("completed"),
         "in_progress": statuses.count("in_progress"),
-        "open": statuses.count("pending"),
+        "open": statuses.count("pending") + statuses.count("blocked"),
     }
     data = {
         "step_id": step.id,

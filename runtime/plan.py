@@ -37,17 +37,55 @@ class Task:
     action: str
     expected_result: str
     constraints: tuple[str, ...] = ()
+    priority: str = "medium"  # high, medium or low: display only (the seed's todos.json)
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"action": self.action, "expected_result": self.expected_result}
         if self.constraints:
             out["constraints"] = list(self.constraints)
+        if self.priority != "medium":
+            out["priority"] = self.priority
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Task:
         """The task `as_dict` wrote (a journal entry, a snapshot, a ready_tasks.json)."""
-        return cls(data["action"], data["expected_result"], tuple(data.get("constraints", ())))
+        constraints = tuple(data.get("constraints", ()))
+        return cls(data["action"], data["expected_result"], constraints, data.get("priority", "medium"))
+
+
+@node
+class Llm:
+    provider: str
+    model_id: str
+
+    def __str__(self) -> str:
+        return f"{self.provider}:{self.model_id}"
+
+
+@node
+class AgentConfigs:
+    """A step's step_config.json entry, as the runtime uses it."""
+
+    execution_max_turns: int | None = None
+    execution_llm: Llm | None = None
+    conditional_llm: Llm | None = None
+    declared_execution_mode: str | None = None
+
+
+@node
+class SubStep:
+    """The step behind a route: what its sub-agent is told, and what prevalidation checks."""
+
+    id: str
+    title: str
+    description: str | None
+    success_criteria: str | None
+    context_dependencies: tuple[str, ...]
+    context_output: str | None
+    expected_files: tuple[str, ...]  # the validation_schema's files that must exist
+    configs: AgentConfigs
+    template: Template  # its `sub_agent` prompt
 
 
 @node
@@ -56,6 +94,7 @@ class Route:
     name: str
     condition: str
     step_id: str
+    step: SubStep
 
 
 @node
@@ -95,9 +134,13 @@ class RunStep:
     generic_agent: bool
     ready_tasks: tuple[Task, ...] | None  # None: the agent composes the list at intake
     templates: tuple[tuple[str, Template], ...]
+    configs: AgentConfigs = AgentConfigs()
 
     def template(self, kind: str) -> Template:
         return dict(self.templates)[kind]
+
+    def route(self, route_id: str) -> Route | None:
+        return next((r for r in self.routes if r.id == route_id), None)
 
 
 @node
@@ -132,13 +175,38 @@ class RunPlan:
 Templates = Mapping[tuple[str, str], Template]  # (step id, kind) -> the step's own template
 
 
+Configs = Mapping[str, AgentConfigs]  # step id -> its step_config.json entry
+
+
 def load_plan(folder: Path, workflow_id: str, title: str) -> RunPlan:
-    """The plan stored in a folder: plan.json, and prompts/<step>/<kind>.j2 when present."""
+    """The plan stored in a folder: plan.json, step_config.json and
+    prompts/<step>/<kind>.j2 when present."""
     try:
         plan = formats.Plan.model_validate_json((folder / "plan.json").read_bytes())
+        config_file = folder / "step_config.json"
+        config = (
+            formats.StepConfig.model_validate_json(config_file.read_bytes()) if config_file.exists() else None
+        )
     except (OSError, ValueError, ValidationError) as error:
-        raise PlanError(f"cannot read {folder / 'plan.json'}: {_first_line(error)}") from error
-    return from_plan(plan, workflow_id, title, _template_files(folder / "prompts"))
+        raise PlanError(f"cannot read the plan in {folder}: {_first_line(error)}") from error
+    return from_plan(plan, workflow_id, title, _template_files(folder / "prompts"), configs_of(config))
+
+
+def configs_of(config: formats.StepConfig | None) -> dict[str, AgentConfigs]:
+    """step_config.json's entries by step id."""
+
+    def llm(choice: formats.LlmConfig | None) -> Llm | None:
+        return None if choice is None else Llm(choice.provider, choice.model_id)
+
+    return {
+        entry.id: AgentConfigs(
+            entry.agent_configs.execution_max_turns,
+            llm(entry.agent_configs.execution_llm),
+            llm(entry.agent_configs.conditional_llm),
+            entry.declared_execution_mode,
+        )
+        for entry in (config.steps if config is not None else [])
+    }
 
 
 def _template_files(prompts: Path) -> Templates:
@@ -166,7 +234,9 @@ def templates_of(files: Mapping[str, str]) -> Templates:
     return found
 
 
-def from_plan(plan: formats.Plan, workflow_id: str, title: str, templates: Templates) -> RunPlan:
+def from_plan(
+    plan: formats.Plan, workflow_id: str, title: str, templates: Templates, configs: Configs | None = None
+) -> RunPlan:
     ids = [step.id for step in plan.steps]
     if not ids:
         raise PlanError("the plan has no steps")
@@ -178,14 +248,40 @@ def from_plan(plan: formats.Plan, workflow_id: str, title: str, templates: Templ
             raise PlanError(
                 f"step `{step.id}` continues with `{next_step_id}`, which is not a step of the plan"
             )
-        steps.append(_run_step(index, step, next_step_id, templates))
+        steps.append(_run_step(index, step, next_step_id, templates, configs or {}))
     return RunPlan.of(workflow_id, title, tuple(steps), plan.source_sha256)
 
 
-def _run_step(index: int, step: formats.PlanStep, next_step_id: str, templates: Templates) -> RunStep:
+def _expected(step: formats.PlanStep) -> tuple[str, ...]:
     files = step.validation_schema.files if step.validation_schema else []
+    return tuple(f.file_name for f in files if f.must_exist)
+
+
+def _sub_step(step: formats.PlanStep, templates: Templates, configs: Configs) -> SubStep:
+    return SubStep(
+        step.id,
+        step.title,
+        step.description,
+        step.success_criteria,
+        tuple(step.context_dependencies or ()),
+        step.context_output,
+        _expected(step),
+        configs.get(step.id, AgentConfigs()),
+        _template(templates, step.id, "sub_agent"),
+    )
+
+
+def _run_step(
+    index: int, step: formats.PlanStep, next_step_id: str, templates: Templates, configs: Configs
+) -> RunStep:
     routes = tuple(
-        Route(r.route_id, r.route_name, r.condition, r.sub_agent_step.id)
+        Route(
+            r.route_id,
+            r.route_name,
+            r.condition,
+            r.sub_agent_step.id,
+            _sub_step(r.sub_agent_step, templates, configs),
+        )
         for r in step.predefined_routes or []
     )
     ready = None
@@ -201,12 +297,13 @@ def _run_step(index: int, step: formats.PlanStep, next_step_id: str, templates: 
         step.success_criteria,
         tuple(step.context_dependencies or ()),
         step.context_output,
-        tuple(f.file_name for f in files if f.must_exist),
+        _expected(step),
         next_step_id,
         routes,
         step.generic_agent is not False,
         ready,
         own,
+        configs.get(step.id, AgentConfigs()),
     )
 
 

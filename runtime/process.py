@@ -23,6 +23,8 @@ from todoflow.dsl.nodes import replace
 
 from .definition import RunDefinition
 from .engine import Clock, Engine, utc_now
+from .learnings import Learnings
+from .llm_choice import LlmChoices, parse_llm
 from .plan import RunPlan, Task, load_plan, with_ready_tasks
 from .store import FolderStore, StoreError, prepare_folder
 
@@ -44,6 +46,10 @@ class RunMeta(BaseModel):
     parent_execution_id: str | None = None
     start_attempt_id: str | None = None
     goal: str | None = None  # a caller's goal: the objective of the first todo_task step
+    learnings: str | None = None  # the learnings folder, resolved
+    llm: str | None = None  # the runtime default model, `PROVIDER:MODEL`
+    preset_llm: str | None = None  # the preset's model
+    agent: str | None = None  # what drives the run: `human`, `scripted:FILE`, `llm`, `mcp`
 
 
 def new_process_id(workflow_id: str) -> str:
@@ -60,13 +66,19 @@ def start(
     goal: str | None = None,
     parent_execution_id: str | None = None,
     start_attempt_id: str | None = None,
+    learnings: Path | None = None,
+    llms: LlmChoices | None = None,
+    agent: str | None = None,
     process_id: str | None = None,
     clock: Clock = utc_now,
 ) -> Engine:
     """A new run of `definition` in `run_dir`, and its engine. `ready` holds caller-given
     checklists (`definition.ready_checklists` checks them) by step id; `goal` becomes the
-    objective of the first todo_task step."""
+    objective of the first todo_task step; `learnings` is the learnings folder (default:
+    `learnings/` beside the source, or in the workspace for source text); `llms` the
+    preset's and the default model; `agent` what drives the run (resume reuses it)."""
     pid = process_id or new_process_id(definition.workflow_id)
+    llms = llms or LlmChoices()
     meta = RunMeta(
         process_id=pid,
         workflow_id=definition.workflow_id,
@@ -78,6 +90,10 @@ def start(
         parent_execution_id=parent_execution_id,
         start_attempt_id=start_attempt_id,
         goal=goal,
+        learnings=str((learnings or default_learnings(definition, workspace)).resolve()),
+        llm=str(llms.default) if llms.default else None,
+        preset_llm=str(llms.preset) if llms.preset else None,
+        agent=agent,
     )
     folder = run_dir / pid
     _create(folder, definition, meta, ready or {})
@@ -110,9 +126,22 @@ def open_process(run_dir: Path, process_id: str, clock: Clock = utc_now) -> tupl
     becomes a writer at its first step, and only then repairs what a crash left."""
     folder = run_dir / Path(process_id).name
     meta = read_meta(folder)
-    store = FolderStore(folder, _plan(folder, meta), meta.process_id, meta.started_at)
+    learnings = Learnings(Path(meta.learnings)) if meta.learnings else None
+    plan = _plan(folder, meta)
+    store = FolderStore(folder, plan, meta.process_id, meta.started_at, learnings, meta.source_sha256)
     workflow = {"id": meta.workflow_id, "title": store.plan.title}
-    return Engine(store, Path(meta.workspace), workflow, clock), store
+    llms = LlmChoices(
+        parse_llm(meta.preset_llm, "preset_llm") if meta.preset_llm else None,
+        parse_llm(meta.llm, "llm") if meta.llm else None,
+    )
+    return Engine(store, Path(meta.workspace), workflow, clock, llms, learnings), store
+
+
+def default_learnings(definition: RunDefinition, workspace: Path) -> Path:
+    """`learnings/` beside the workflow's source (or its plan.json); for source text, in
+    the workspace."""
+    source = Path(definition.source)
+    return (source.parent if source.is_absolute() else workspace) / "learnings"
 
 
 def _plan(folder: Path, meta: RunMeta) -> RunPlan:

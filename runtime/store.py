@@ -53,8 +53,9 @@ import pydantic_core
 from todoflow.compiler.files import write_atomically
 from todoflow.dsl.diagnostics import TodoflowError
 
-from .entries import Entry, EntryFormatError, entry_from_json, to_json
+from .entries import Entry, EntryFormatError, SubAgentDone, entry_from_json, to_json
 from .events import entry_events, todos
+from .learnings import LearningError, Learnings, learning_of
 from .plan import RunPlan
 from .state import ProcessState, from_json, initial_state, leave, settle
 from .state import to_json as state_json
@@ -178,8 +179,17 @@ def prepare_folder(folder: Path, plan: RunPlan) -> None:
 
 
 class FolderStore:
-    def __init__(self, folder: Path, plan: RunPlan, process_id: str, started_at: str) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        plan: RunPlan,
+        process_id: str,
+        started_at: str,
+        learnings: Learnings | None = None,
+        definition_sha256: str | None = None,
+    ) -> None:
         self.folder, self.plan, self.process_id, self.started_at = folder, plan, process_id, started_at
+        self.learnings, self.definition_sha256 = learnings, definition_sha256
         self._thread_lock = threading.Lock()
         self._state: ProcessState | None = None
         self._offset = 0  # bytes of the journal folded into _state
@@ -357,6 +367,8 @@ class FolderStore:
         self._derive_quietly(lambda: self._after_commit(settled, after, start))
 
     def _after_commit(self, settled: ProcessState, after: ProcessState, start: int) -> None:
+        if self._last_applied is not None:
+            self._record_learnings([self._last_applied])
         if settled.step_complete:  # the step's todos first: events at the journal's end vouch for them
             self._write_todos(settled)
         if settled.step_complete or after.seq % FLUSH_EVERY == 0:
@@ -422,6 +434,7 @@ class FolderStore:
         if last < 0 or not ends_cleanly or (fresh and fresh[0].seq != last + 1):
             self._rebuild_events()
             return
+        self._record_learnings(fresh)  # another program's validated delegations: before their events
         if fresh:
             self._append_events(_event_lines(self.plan, self.process_id, fresh))
             self._events_seq = fresh[-1].seq
@@ -475,6 +488,22 @@ class FolderStore:
             return
         spare = _spare(folder, step.id) if state.step_complete else None
         write_atomically(path, text, spare)
+
+    def _record_learnings(self, applied: Iterable[Applied]) -> None:
+        """The learning of each validated delegation to a route, written unless it is
+        there already (learnings are derived from the journal: exactly once)."""
+        if self.learnings is None:
+            return
+        for before, _, entry in applied:
+            if not isinstance(entry, SubAgentDone) or not entry.passed:
+                continue
+            learning = learning_of(self.plan, self.process_id, self.definition_sha256, before, entry)
+            if learning is None:
+                continue
+            try:
+                self.learnings.add(learning)
+            except LearningError as error:
+                log.warning("run %s: %s", self.process_id, error)
 
     def _write_snapshot(self, applied: Applied, start: int) -> None:
         """The state before the last entry, and where that entry starts: loading then
@@ -550,6 +579,7 @@ class FolderStore:
             if settled.step_complete:
                 self._write_todos(settled, only_if_changed=True)
             current = leave(self.plan, settled, entry.at)
+        self._record_learnings(replayed)
         write_atomically(self.folder / EVENTS, _event_lines(self.plan, self.process_id, replayed).decode())
         if self._events >= 0:
             os.close(self._events)

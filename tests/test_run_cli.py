@@ -176,9 +176,10 @@ def test_a_template_error_at_run_time_names_the_template_and_line(tmp_path: Path
 def test_show_prompts_prints_what_an_agent_reads(tmp_path: Path) -> None:
     result = run_cli("run", str(EXAMPLE), "--agent", f"scripted:{REPLIES}", "--show-prompts", cwd=tmp_path)
     assert result.returncode == 0
-    assert (
-        "--- prompt (work, step ship) ---\nTask 1/4 of step `ship`: Build wheels and sdist" in result.stdout
-    )
+    # an orchestrator turn: the step's orchestrator_system, orchestrator_user and work templates
+    shown = result.stdout.split("--- prompt (work, step ship) ---\n", 1)[1]
+    assert shown.startswith("You are the orchestrator of step `ship`")
+    assert "Task 1/4 of step `ship`: Build wheels and sdist" in shown.split("--- prompt", 1)[0]
     assert "Constraint: Never push to main directly" in result.stdout
 
 

@@ -117,8 +117,12 @@ def test_templates_are_read_when_a_prompt_first_needs_them(
     engine, _ = process.open_process(tmp_path / "runs", "p-1")
     directive = engine.directive()
     assert not [name for name in read if name.endswith(".j2")]
-    assert "Task 2/3" in directive.prompt()
-    assert [name for name in read if name.endswith(".j2")] == ["work.j2"]
+    assert "Task 2/3" in directive.prompt()  # an orchestrator turn: three templates
+    assert [name for name in read if name.endswith(".j2")] == [
+        "orchestrator_system.j2",
+        "orchestrator_user.j2",
+        "work.j2",
+    ]
     engine.close()
 
 

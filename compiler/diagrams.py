@@ -131,7 +131,7 @@ def dot(machine: Machine, direction: str = "LR") -> str:
 
     def emit(state: MachineState, depth: int) -> None:
         pad = "    " * depth
-        label = _dot_string(state.name)
+        label = dot_string(state.name)
         if not state.children:
             shape = ", shape=doublecircle, fontsize=10, margin=0" if state.final and depth == 1 else ""
             lines.append(f'{pad}"{state.id}" [label={label}{shape}];')
@@ -158,7 +158,7 @@ def dot(machine: Machine, direction: str = "LR") -> str:
     by_id = {s.id: s for s in machine.all_states()}
     for transition in machine.transitions:
         source, target = by_id[transition.source], by_id[transition.target]
-        attributes = [f"label={_dot_string(_label(transition))}"]
+        attributes = [f"label={dot_string(_label(transition))}"]
         if source.children:
             attributes.append(f'ltail="cluster_{source.id}"')
         if target.children:
@@ -184,7 +184,7 @@ def svg(machine: Machine, direction: str = "LR") -> str:
     return done.stdout
 
 
-def _dot_string(text: str) -> str:
+def dot_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 

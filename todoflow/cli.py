@@ -53,9 +53,20 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", required=True, metavar="DIR", help="output folder (`-`: plan.json to stdout)"
     )
 
-    graph = commands.add_parser("graph", help="draw the workflow's machine")
+    graph = commands.add_parser("graph", help="draw the workflow: its checklist machine, or its plan canvas")
     graph.add_argument("file", metavar="FILE", help="the workflow")
-    graph.add_argument("--format", choices=["mermaid", "md", "dot", "svg"], default="mermaid")
+    graph.add_argument(
+        "--view",
+        choices=["machine", "plan"],
+        default="machine",
+        help="`machine`: the checklist state machine (default); `plan`: steps, routes and sub-agents",
+    )
+    graph.add_argument(
+        "--format",
+        choices=["mermaid", "md", "dot", "svg", "html"],
+        default="mermaid",
+        help="`html`: plan only",
+    )
     graph.add_argument("--direction", choices=["LR", "TB"], default="LR")
     graph.add_argument("--step", metavar="ID", help="draw one step's own machine")
 
@@ -113,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "check": lambda: _check(args.files, args.format),
         "fmt": lambda: _fmt(args.files, args.check),
         "compile": lambda: _compile(args.file, args.output),
-        "graph": lambda: _graph(args.file, args.format, args.direction, args.step),
+        "graph": lambda: _graph(args.file, args.view, args.format, args.direction, args.step),
         "schema": lambda: _schema(args.name),
         "run": lambda: _run(args),
         "status": lambda: _status(args.run_dir, args.process_id, args.json, args.svg),
@@ -179,15 +190,28 @@ def _compile(path: str, output: str) -> int:
     return EXIT_OK
 
 
-def _graph(path: str, output: str, direction: str, step_id: str | None) -> int:
+def _graph(path: str, view: str, output: str, direction: str, step_id: str | None) -> int:
+    from todoflow.compiler.canvas import plan_canvas, renderers
     from todoflow.compiler.diagrams import RENDERERS
     from todoflow.compiler.machine import step_machine, workflow_machine
 
+    if view == "plan" and step_id is not None:
+        print(
+            "todoflow: error: --step draws one step's machine; the plan view shows every step",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if view == "machine" and output not in RENDERERS:
+        print(f"todoflow: error: --format {output} draws the plan canvas: add --view plan", file=sys.stderr)
+        return EXIT_USAGE
     analysis = _analyze(path)
     if not _report(analysis):
         return EXIT_ERRORS
     workflow = analysis.workflow
     assert workflow is not None
+    if view == "plan":
+        sys.stdout.write(renderers()[output](plan_canvas(workflow), direction))
+        return EXIT_OK
     if step_id is None:
         machine = workflow_machine(workflow)
     else:

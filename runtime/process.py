@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from todoflow.compiler.files import sync_tree, write_atomically
+from todoflow.compiler.formats import Todos
 from todoflow.dsl.nodes import replace
 
 from .engine import Clock, Engine, utc_now
@@ -128,3 +129,16 @@ def all_metas(run_dir: Path) -> Iterable[tuple[Path, dict[str, Any]]]:
             yield folder, read_meta(folder)
         except (OSError, ValueError):
             continue
+
+
+def final_todos(folder: Path, step_ids: Iterable[str]) -> dict[str, Todos]:
+    """The todos.json of each step in `step_ids` that has one (a regular step has none);
+    of a finished step, its final list. One that cannot be read is left out: display only."""
+    found = {}
+    for step_id in step_ids:
+        try:
+            text = (folder / "todos" / f"{step_id}.json").read_text(encoding="utf-8")
+            found[step_id] = Todos.model_validate_json(text)
+        except (OSError, ValueError):
+            continue
+    return found

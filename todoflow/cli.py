@@ -115,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--run-dir", default=".todoflow/runs", metavar="DIR")
     status.add_argument("--json", action="store_true", help="print the card as JSON")
     status.add_argument("--svg", metavar="FILE", help="export the card as an SVG image")
+    status.add_argument("--png", metavar="FILE", help="export the card as a PNG image (needs Chromium)")
     return parser
 
 
@@ -127,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "graph": lambda: _graph(args.file, args.view, args.format, args.direction, args.step),
         "schema": lambda: _schema(args.name),
         "run": lambda: _run(args),
-        "status": lambda: _status(args.run_dir, args.process_id, args.json, args.svg),
+        "status": lambda: _status(args.run_dir, args.process_id, args.json, args.svg, args.png),
         "serve": lambda: _serve(args.folders, args.run_dir),
         "decompile": lambda: _decompile(args),
         "migrate": lambda: _migrate(args),
@@ -330,9 +331,9 @@ def _drive(args: argparse.Namespace, process_id: str) -> int:
     return EXIT_ERRORS if outcome == "refused" else EXIT_RESUMABLE
 
 
-def _status(run_dir: str, process_id: str | None, as_json: bool, svg: str | None) -> int:
+def _status(run_dir: str, process_id: str | None, as_json: bool, svg: str | None, png: str | None) -> int:
     from todoflow.runtime import process
-    from todoflow.runtime.card import card_data, card_svg, card_text
+    from todoflow.runtime.card import card_data, card_png, card_svg, card_text
 
     if process_id is None:
         rows = []
@@ -357,13 +358,17 @@ def _status(run_dir: str, process_id: str | None, as_json: bool, svg: str | None
         directive = engine.directive()
     finally:
         store.close()
+    finished = process.final_todos(Path(run_dir) / process_id, directive.state.completed_steps)
     if svg:
-        Path(svg).write_text(card_svg(directive), encoding="utf-8")
+        Path(svg).write_text(card_svg(directive, finished), encoding="utf-8")
         print(f"wrote {svg}", file=sys.stderr)
+    if png:
+        card_png(card_svg(directive, finished), Path(png))
+        print(f"wrote {png}", file=sys.stderr)
     if as_json:
-        print(json.dumps(card_data(directive), indent=2, ensure_ascii=False))
-    elif not svg:
-        sys.stdout.write(card_text(directive))
+        print(json.dumps(card_data(directive, finished), indent=2, ensure_ascii=False))
+    elif not (svg or png):
+        sys.stdout.write(card_text(directive, finished))
     return EXIT_OK
 
 

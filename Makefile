@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 PACKAGES := todoflow dsl compiler runtime grammars
 TYPECHECK := build/typecheck
 
-.PHONY: setup demo test lint typecheck pytest bench clean
+.PHONY: setup demo test lint typecheck pytest bench screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)
+	bash .ci/setup-chromium
+	bash .ci/setup-mermaid
 
 demo: setup
 	$(BIN)/todoflow check examples/*.todoflow
@@ -53,6 +55,10 @@ bench: setup
 	$(BIN)/python bench/runtime.py
 	$(BIN)/python bench/mcp.py
 	$(BIN)/python bench/interop.py
+
+# the pictures in docs/images: the release example's plan canvas and run card, drawn by Chromium
+screenshots: setup
+	$(BIN)/python -m tests.screenshots docs/images
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

@@ -70,11 +70,10 @@ def html(canvas: Canvas, direction: str = "LR") -> str:
         ".swatch { display: inline-block; width: 14px; height: 10px; border: 1.5px solid; "
         "border-radius: 3px; margin: 0 6px 0 16px; vertical-align: middle; }\n"
         ".swatch:first-child { margin-left: 0; }\n"
-        ".canvas { overflow: auto; }\n"
         "svg .node:hover .frame { stroke-width: 2.5; }\n"
         "</style>\n</head>\n<body>\n"
         f'<p class="legend">{legend}</p>\n'
-        f'<div class="canvas">\n{_drawing(canvas, direction)}\n</div>\n'
+        f"{_drawing(canvas, direction)}\n"
         "</body>\n</html>\n"
     )
 
@@ -331,13 +330,14 @@ def _label(edge: CanvasEdge, region: tuple[float, float, float, float]) -> str:
     most = max(1, int(height // (LABEL_SIZE * LINE_HEIGHT)))
     name = wrap(str(edge.name), room, LABEL_SIZE, 1, bold=True)
     condition_text = str(edge.condition)
-    condition = wrap(condition_text, room, LABEL_SIZE, max(1, min(LABEL_LINES, most) - 1))
+    condition = wrap(condition_text, room, LABEL_SIZE, max(1, min(LABEL_LINES + 2, most - 1)))
     color = STYLES["sub_agent"][2]
     step = LABEL_SIZE * LINE_HEIGHT
     return (
         f'<g class="edge-label" data-box="{edge.source}-{edge.target}" data-source="{edge.source}" '
         f'data-target="{edge.target}"><title>{xml(edge_label(edge))}</title>'
-        f'<rect class="frame" x="{x:g}" y="{y:g}" width="{room:g}" height="{height:g}" fill="none"/>'
+        f'<rect class="frame" x="{x - 3:g}" y="{y - 2:g}" width="{room + 6:g}" height="{height + 4:g}" '
+        'fill="none"/>'
         + text_block(x, y + LABEL_SIZE, name, str(edge.name), LABEL_SIZE, bold=True, color=color)
         + text_block(x, y + LABEL_SIZE + step, condition, condition_text, LABEL_SIZE, color=color)
         + "</g>"

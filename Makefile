@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 	bash .ci/setup-chromium
 	bash .ci/setup-mermaid
+	bash .ci/setup-graphviz
 
 demo: setup
 	$(BIN)/todoflow check examples/*.todoflow

@@ -210,8 +210,7 @@ def dot(canvas: Canvas, direction: str = "LR") -> str:
 
 def _dot_left(lines: list[str]) -> str:
     """A dot label of left-aligned lines (each ends in `\\l`), special characters escaped."""
-    escaped = (line.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\l") for line in lines)
-    return '"' + "".join(line + "\\l" for line in escaped) + '"'
+    return dot_string("".join(line + "\n" for line in lines), newline="\\l")
 
 
 def markdown(canvas: Canvas, direction: str = "LR") -> str:

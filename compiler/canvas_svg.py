@@ -22,8 +22,9 @@ PAD = 12
 END_W, END_H = 90, 44
 MARGIN = 24
 HEADER = 44  # the canvas title above the drawing
-ENTRY = 24  # where `next` arrows meet a box, from its top (LR) or left (TB)
-RANK_GAP = {"LR": 200, "TB": 0}  # TB: computed from the buses in the gap
+ENTRY = 24  # LR: where arrows meet a box, from its top; TB: where route arrows leave and enter it
+RANK_GAP_LR = 200  # room for the route buses and labels; in TB each gap is as deep as its buses need
+RANK_GAP_TB = 44  # between two ranks with no route between them
 LANE_GAP = {"LR": 28, "TB": 36}
 BUS_STEP = 10
 LABEL_SIZE = 11
@@ -91,7 +92,7 @@ def _drawing(canvas: Canvas, direction: str) -> str:
         lane_size = [
             max((b.height for b in boxes.values() if b.lane == j), default=0.0) for j in range(lanes)
         ]
-        rank_pos = [MARGIN + r * (NODE_W + RANK_GAP["LR"]) for r in range(ranks)]
+        rank_pos = [MARGIN + r * (NODE_W + RANK_GAP_LR) for r in range(ranks)]
         lane_pos = [MARGIN + HEADER + sum(lane_size[:j]) + j * LANE_GAP["LR"] for j in range(lanes)]
         total_w = rank_pos[-1] + NODE_W + MARGIN
         total_h = lane_pos[-1] + lane_size[-1] + MARGIN
@@ -99,7 +100,9 @@ def _drawing(canvas: Canvas, direction: str) -> str:
         rank_size = [
             max((b.height for b in boxes.values() if b.rank == r), default=0.0) for r in range(ranks)
         ]
-        gaps = [BUS_STEP * (2 + parents[r]) + TB_LABEL_ROOM if r in parents else 44 for r in range(ranks)]
+        gaps = [
+            BUS_STEP * (2 + parents[r]) + TB_LABEL_ROOM if r in parents else RANK_GAP_TB for r in range(ranks)
+        ]
         rank_pos = [MARGIN + HEADER + sum(rank_size[:r]) + sum(gaps[:r]) for r in range(ranks)]
         lane_pos = [MARGIN + j * (NODE_W + LANE_GAP["TB"]) for j in range(lanes)]
         total_w = lane_pos[-1] + NODE_W + MARGIN

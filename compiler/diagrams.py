@@ -184,8 +184,9 @@ def svg(machine: Machine, direction: str = "LR") -> str:
     return done.stdout
 
 
-def dot_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+def dot_string(text: str, newline: str = "\\n") -> str:
+    """A quoted dot string; `newline` is what a line break becomes (`\\l`: left-aligned)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", newline) + '"'
 
 
 RENDERERS: dict[str, Callable[[Machine, str], str]] = {

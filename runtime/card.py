@@ -374,6 +374,13 @@ def _finished_strip(steps: list[dict[str, Any]], top: float, total_w: float) -> 
 # -- a PNG, through a headless browser ---------------------------------------------------
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+# a browser that draws and nothing else: no sandbox (root in a container), no GPU, and none
+# of its own network traffic (updates, sync, QUIC), in a new empty profile each time
+HEADLESS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--hide-scrollbars", "--force-device-scale-factor=1",
+)  # fmt: skip
 
 
 def card_png(svg_text: str, path: Path) -> None:
@@ -389,9 +396,7 @@ def card_png(svg_text: str, path: Path) -> None:
         source, shot = Path(scratch) / "card.svg", Path(scratch) / "card.png"
         source.write_text(svg_text, encoding="utf-8")
         command = [
-            program, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--hide-scrollbars", "--force-device-scale-factor=1", f"--user-data-dir={scratch}/profile",
+            program, *HEADLESS, f"--user-data-dir={scratch}/profile",
             f"--window-size={size[0]},{size[1]}", f"--screenshot={shot}", source.as_uri(),
         ]  # fmt: skip
         try:

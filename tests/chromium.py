@@ -21,22 +21,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from todoflow.runtime.card import HEADLESS
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
 MERMAID = ROOT / "tests" / "browser" / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
 CHECKS = ROOT / "tests" / "browser" / "checks.js"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-    "--force-device-scale-factor=1",
-]
 TIMEOUT = 60.0
 
 
@@ -64,7 +54,7 @@ class Browser:
         log = self._log.fileno()
         actions = [(os.POSIX_SPAWN_DUP2, log, 1), (os.POSIX_SPAWN_DUP2, log, 2)]
         actions += [(os.POSIX_SPAWN_DUP2, ends[0], 3), (os.POSIX_SPAWN_DUP2, ends[1], 4)]
-        argv = [str(CHROMIUM), *FLAGS, f"--user-data-dir={self.profile}", "--remote-debugging-pipe"]
+        argv = [str(CHROMIUM), *HEADLESS, f"--user-data-dir={self.profile}", "--remote-debugging-pipe"]
         self.pid = os.posix_spawn(str(CHROMIUM), argv, os.environ, file_actions=actions)
         for fd in (commands_read, replies_write, *ends):
             os.close(fd)

@@ -326,7 +326,7 @@ def _prepare_block(column: _Column, data: Mapping[str, Any]) -> None:
         column.add("expected result", 11, color="#64748b")
         column.add(prepare["expected_result"], 12, 6)
     elif data["work"]["role"] == "Revise checklist":
-        column.add(f"{prepare['length']} tasks; resumes at task {prepare['cursor']}", 13, bold=True)
+        column.add(f"{prepare['length']} tasks; the cursor is at task {prepare['cursor']}", 13, bold=True)
     else:
         column.add(f"{prepare['length']} tasks" if prepare["length"] else "no checklist yet", 13, bold=True)
 

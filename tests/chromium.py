@@ -107,7 +107,7 @@ class Browser:
     def page(self, width: int = 1400, height: int = 900) -> Page:
         target = self.call("Target.createTarget", url="about:blank")["targetId"]
         session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-        return Page(self, session, width, height)
+        return Page(self, target, session, width, height)
 
     def close(self) -> None:
         with contextlib.suppress(BrowserError):
@@ -128,8 +128,8 @@ class Browser:
 class Page:
     """One tab: open a file, evaluate JavaScript, take a screenshot, list its requests."""
 
-    def __init__(self, browser: Browser, session: str, width: int, height: int) -> None:
-        self.browser, self.session = browser, session
+    def __init__(self, browser: Browser, target: str, session: str, width: int, height: int) -> None:
+        self.browser, self.target, self.session = browser, target, session
         for domain in ("Page", "Runtime", "Network"):
             self.call(f"{domain}.enable")
         metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
@@ -137,6 +137,10 @@ class Page:
 
     def call(self, method: str, **params: Any) -> dict[str, Any]:
         return self.browser.call(method, self.session, **params)
+
+    def close(self) -> None:
+        self.browser.call("Target.closeTarget", targetId=self.target)
+        self.browser.events = [e for e in self.browser.events if e.get("sessionId") != self.session]
 
     def open(self, path: Path) -> None:
         """Load a local file and wait for its load event."""

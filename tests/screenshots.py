@@ -71,6 +71,7 @@ def main(out: Path) -> None:
                 page = browser.page()
                 page.open(scratch / source)
                 page.screenshot(out / picture, selector)
+                page.close()
                 print(f"wrote {out / picture}", file=sys.stderr)
     finally:
         browser.close()

@@ -63,18 +63,25 @@ def browser() -> Iterator[Browser]:
     chromium.close()
 
 
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    tab = browser.page()
+    yield tab
+    tab.close()
+
+
 @pytest.fixture(scope="module")
 def mermaid_page(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Page:
     if not MERMAID.is_file():
         pytest.skip(f"{MERMAID} is missing: `.ci/setup-mermaid` installs the npm package mermaid (needs npm)")
     page_file = tmp_path_factory.mktemp("mermaid") / "mermaid.html"
     page_file.write_text('<!DOCTYPE html><meta charset="utf-8"><body><div id="out"></div></body>\n')
-    page = browser.page()
-    page.open(page_file)
-    page.load_script(MERMAID)
-    page.load_script(CHECKS)
-    page.evaluate("mermaid.initialize({startOnLoad: false, securityLevel: 'strict'})")
-    return page
+    tab = browser.page()
+    tab.open(page_file)
+    tab.load_script(MERMAID)
+    tab.load_script(CHECKS)
+    tab.evaluate("mermaid.initialize({startOnLoad: false, securityLevel: 'strict'})")
+    return tab
 
 
 def _draw_mermaid(page: Page, text: str) -> dict[str, Any]:
@@ -137,12 +144,11 @@ def test_plan_canvas_draws_in_mermaid(mermaid_page: Page, path: Path, direction:
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
 @pytest.mark.parametrize("path", WORKFLOWS, ids=_id)
-def test_plan_canvas_page(browser: Browser, tmp_path: Path, path: Path, direction: str) -> None:
+def test_plan_canvas_page(page: Page, tmp_path: Path, path: Path, direction: str) -> None:
     workflow = _workflow(path)
     canvas = plan_canvas(workflow)
     page_file = tmp_path / f"{path.stem}-{direction}.html"
     page_file.write_text(html(canvas, direction), encoding="utf-8")
-    page = browser.page()
     page.open(page_file)
     page.load_script(CHECKS)
     assert page.requests() == [page_file.resolve().as_uri()]  # nothing fetched: it is all in the file
@@ -178,11 +184,10 @@ def test_plan_canvas_page(browser: Browser, tmp_path: Path, path: Path, directio
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
-def test_plan_canvas_svg_opens_on_its_own(browser: Browser, tmp_path: Path, direction: str) -> None:
+def test_plan_canvas_svg_opens_on_its_own(page: Page, tmp_path: Path, direction: str) -> None:
     canvas = plan_canvas(_workflow(HOSTILE))
     drawing = tmp_path / "canvas.svg"
     drawing.write_text(svg(canvas, direction), encoding="utf-8")
-    page = browser.page()
     page.open(drawing)
     assert page.evaluate("document.documentElement.localName") == "svg"  # well-formed: no parser error
     assert page.evaluate("document.getElementsByTagName('parsererror').length") == 0
@@ -191,11 +196,10 @@ def test_plan_canvas_svg_opens_on_its_own(browser: Browser, tmp_path: Path, dire
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's `dot` is not installed")
 @pytest.mark.parametrize("path", WORKFLOWS, ids=_id)
-def test_machine_svg_from_graphviz(browser: Browser, tmp_path: Path, path: Path) -> None:
+def test_machine_svg_from_graphviz(page: Page, tmp_path: Path, path: Path) -> None:
     machine = workflow_machine(_workflow(path))
     drawing = tmp_path / "machine.svg"
     drawing.write_text(machine_svg(machine), encoding="utf-8")
-    page = browser.page()
     page.open(drawing)
     titles = page.evaluate("[...document.querySelectorAll('g.edge > title')].map(t => t.textContent)")
     initial = next(s for s in machine.states if s.initial)
@@ -264,13 +268,12 @@ def _card_states(tmp_path: Path) -> Iterator[tuple[str, Directive, Path]]:
         store.close()
 
 
-def test_run_card_in_the_browser(browser: Browser, tmp_path: Path) -> None:
+def test_run_card_in_the_browser(page: Page, tmp_path: Path) -> None:
     seen = []
     for moment, directive, folder in _card_states(tmp_path):
         finished = process.final_todos(folder, directive.state.completed_steps)
         drawing = tmp_path / f"card-{moment}.svg"
         drawing.write_text(card_svg(directive, finished), encoding="utf-8")
-        page = browser.page()
         page.open(drawing)
         page.load_script(CHECKS)
         facts = page.evaluate("todoflowChecks.drawingFacts(document.documentElement)")

@@ -137,6 +137,7 @@ def test_plan_canvas_draws_in_mermaid(mermaid_page: Page, path: Path, direction:
     assert _self_loops(facts["edges"]) == []
     assert len(facts["edges"]) == len(canvas.edges)
     assert facts["labelOverlaps"] == []
+    assert facts["overflow"] == []
     shown = _squash(facts["text"])
     for text in _expected_texts(canvas):
         assert _squash(text) in shown, text

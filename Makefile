@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 PACKAGES := todoflow dsl compiler runtime grammars
 TYPECHECK := build/typecheck
 
-.PHONY: setup demo test lint typecheck pytest bench clean
+.PHONY: setup demo test lint typecheck pytest bench screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)
+	bash .ci/setup-chromium
+	bash .ci/setup-mermaid
+	bash .ci/setup-graphviz
 
 demo: setup
 	$(BIN)/todoflow check examples/*.todoflow
@@ -55,6 +58,10 @@ bench: setup
 	$(BIN)/python -m bench.resume
 	$(BIN)/python -m bench.mcp_step
 	$(BIN)/python -m bench.interop
+
+# the pictures in docs/images: the release example's plan canvas and run card, drawn by Chromium
+screenshots: setup
+	$(BIN)/python -m tests.screenshots docs/images
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

@@ -219,7 +219,8 @@ class TodoService:
     def status(self, process_id: str | None) -> dict[str, Any]:
         if process_id is not None:
             directive = self._engine(process_id).directive()
-            return card_data(directive) | {"directive": self._directive(directive)}
+            finished = process.final_todos(self.run_dir / process_id, directive.state.completed_steps)
+            return card_data(directive, finished) | {"directive": self._directive(directive)}
         runs = []
         for folder, meta in process.all_metas(self.run_dir):
             row: dict[str, Any] = {"processId": folder.name, "workflowId": None}

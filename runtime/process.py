@@ -12,13 +12,14 @@ import json
 import os
 import secrets
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from todoflow.compiler.files import sync_tree, write_atomically
+from todoflow.compiler.formats import Todos
 from todoflow.dsl.nodes import replace
 
 from .definition import RunDefinition
@@ -185,6 +186,19 @@ def all_metas(run_dir: Path) -> Iterator[tuple[Path, RunMeta | StoreError]]:
             yield folder, read_meta(folder)
         except StoreError as error:
             yield folder, error
+
+
+def final_todos(folder: Path, step_ids: Iterable[str]) -> dict[str, Todos]:
+    """The todos.json of each step in `step_ids` that has one (a regular step has none);
+    of a finished step, its final list. One that cannot be read is left out: display only."""
+    found = {}
+    for step_id in step_ids:
+        try:
+            text = (folder / "todos" / f"{step_id}.json").read_text(encoding="utf-8")
+            found[step_id] = Todos.model_validate_json(text)
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def changed_definition(meta: RunMeta) -> str | None:

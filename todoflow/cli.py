@@ -65,9 +65,20 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", required=True, metavar="DIR", help="output folder (`-`: plan.json to stdout)"
     )
 
-    graph = commands.add_parser("graph", help="draw the workflow's machine")
+    graph = commands.add_parser("graph", help="draw the workflow: its checklist machine, or its plan canvas")
     graph.add_argument("file", metavar="FILE", help="the workflow")
-    graph.add_argument("--format", choices=["mermaid", "md", "dot", "svg"], default="mermaid")
+    graph.add_argument(
+        "--view",
+        choices=["machine", "plan"],
+        default="machine",
+        help="`machine`: the checklist state machine (default); `plan`: steps, routes and sub-agents",
+    )
+    graph.add_argument(
+        "--format",
+        choices=["mermaid", "md", "dot", "svg", "html"],
+        default="mermaid",
+        help="`html`: plan only",
+    )
     graph.add_argument("--direction", choices=["LR", "TB"], default="LR")
     graph.add_argument("--step", metavar="ID", help="draw one step's own machine")
 
@@ -116,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--run-dir", default=RUN_DIR, metavar="DIR")
     status.add_argument("--json", action="store_true", help="print the card as JSON")
     status.add_argument("--svg", metavar="FILE", help="export the card as an SVG image")
+    status.add_argument("--png", metavar="FILE", help="export the card as a PNG image (needs Chromium)")
     return parser
 
 
@@ -125,10 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "check": lambda: _check(args.files, args.format),
         "fmt": lambda: _fmt(args.files, args.check),
         "compile": lambda: _compile(args.file, args.output),
-        "graph": lambda: _graph(args.file, args.format, args.direction, args.step),
+        "graph": lambda: _graph(args.file, args.view, args.format, args.direction, args.step),
         "schema": lambda: _schema(args.name),
         "run": lambda: _run(args),
-        "status": lambda: _status(args.run_dir, args.process_id, args.json, args.svg),
+        "status": lambda: _status(args.run_dir, args.process_id, args.json, args.svg, args.png),
         "serve": lambda: _serve(args.folders, args.run_dir),
         "decompile": lambda: _decompile(args),
         "migrate": lambda: _migrate(args),
@@ -191,15 +203,28 @@ def _compile(path: str, output: str) -> int:
     return EXIT_OK
 
 
-def _graph(path: str, output: str, direction: str, step_id: str | None) -> int:
+def _graph(path: str, view: str, output: str, direction: str, step_id: str | None) -> int:
+    from todoflow.compiler.canvas import plan_canvas, renderers
     from todoflow.compiler.diagrams import RENDERERS
     from todoflow.compiler.machine import step_machine, workflow_machine
 
+    if view == "plan" and step_id is not None:
+        print(
+            "todoflow: error: --step draws one step's machine; the plan view shows every step",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if view == "machine" and output not in RENDERERS:
+        print(f"todoflow: error: --format {output} draws the plan canvas: add --view plan", file=sys.stderr)
+        return EXIT_USAGE
     analysis = _analyze(path)
     if not _report(analysis):
         return EXIT_ERRORS
     workflow = analysis.workflow
     assert workflow is not None
+    if view == "plan":
+        sys.stdout.write(renderers()[output](plan_canvas(workflow), direction))
+        return EXIT_OK
     if step_id is None:
         machine = workflow_machine(workflow)
     else:
@@ -293,9 +318,9 @@ def _read_json(path: Path) -> Any:
         raise UnreadableError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
 
 
-def _status(run_dir: str, process_id: str | None, as_json: bool, svg: str | None) -> int:
+def _status(run_dir: str, process_id: str | None, as_json: bool, svg: str | None, png: str | None) -> int:
     from todoflow.runtime import process
-    from todoflow.runtime.card import card_data, card_svg, card_text
+    from todoflow.runtime.card import card_data, card_png, card_svg, card_text
 
     if process_id is None:
         rows: list[dict[str, Any]] = []
@@ -318,13 +343,17 @@ def _status(run_dir: str, process_id: str | None, as_json: bool, svg: str | None
         return EXIT_OK
     with process.open_process(Path(run_dir), process_id)[0] as engine:
         directive = engine.directive()
+    finished = process.final_todos(Path(run_dir) / process_id, directive.state.completed_steps)
     if svg:
-        Path(svg).write_text(card_svg(directive), encoding="utf-8")
+        Path(svg).write_text(card_svg(directive, finished), encoding="utf-8")
         print(f"wrote {svg}", file=sys.stderr)
+    if png:
+        card_png(card_svg(directive, finished), Path(png))
+        print(f"wrote {png}", file=sys.stderr)
     if as_json:
-        print(json.dumps(card_data(directive), indent=2, ensure_ascii=False))
-    elif not svg:
-        sys.stdout.write(card_text(directive))
+        print(json.dumps(card_data(directive, finished), indent=2, ensure_ascii=False))
+    elif not (svg or png):
+        sys.stdout.write(card_text(directive, finished))
     return EXIT_OK
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from todoflow.runtime.mcp_server import TodoService, Workflows, build_server
+from todoflow.runtime.mcp_server import build_server
+from todoflow.runtime.service import TodoService, Workflows
 
 
 def main() -> None:

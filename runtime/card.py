@@ -34,8 +34,11 @@ class CardError(TodoflowError):
     """A card image that cannot be made here (no browser for the PNG)."""
 
 
-def card_data(directive: Directive, finished: Mapping[str, Todos] = NO_FINISHED) -> dict[str, Any]:
-    """Every value the card shows; `finished` holds the final todos of finished steps."""
+def card_data(
+    directive: Directive, finished: Mapping[str, Todos] = NO_FINISHED, status: str | None = None
+) -> dict[str, Any]:
+    """Every value the card shows; `finished` holds the final todos of finished steps,
+    `status` the run's state (`Directive.status`; without it: as if nothing drove it)."""
     state, step = directive.state, directive.step
     task = directive.task
     steps = [_finished_step(step_id, finished.get(step_id)) for step_id in state.completed_steps]
@@ -74,7 +77,7 @@ def card_data(directive: Directive, finished: Mapping[str, Todos] = NO_FINISHED)
         "workflow": directive.workflow,
         "step": {"id": step.id, "title": step.title, "kind": step.kind} if step else None,
         "completed_steps": list(state.completed_steps),
-        "status": "complete" if directive.completed else "running",
+        "status": status or directive.status(driven=False),
         "current": None if directive.completed else "checklist" if state.node == "intake" else "work",
         "checklist": checklist,
         "prepare": {

@@ -106,6 +106,24 @@ class Directive:
         return out_of_turns(self.step, self.state)
 
     @property
+    def todo_blocked(self) -> str | None:
+        """The notes of the current todo, when it is marked blocked (update_todo)."""
+        if self.todo_id is None:
+            return None
+        mark = self.state.mark(self.state.position)
+        return (mark.notes or "blocked") if mark.status == "blocked" else None
+
+    def status(self, driven: bool) -> str:
+        """The run's state in the one vocabulary of the CLI, JSON, MCP and the card:
+        `complete`, `blocked` (out of turns, or its todo marked blocked), `running` (a
+        program drives it: `driven`) or `stopped`; a run that cannot be read is `damaged`."""
+        if self.completed:
+            return "complete"
+        if self.blocked is not None or self.todo_blocked is not None:
+            return "blocked"
+        return "running" if driven else "stopped"
+
+    @property
     def role(self) -> str:
         """The card's name for the current role: `Task N/M`, `Revise checklist`, `Checklist`,
         `Sub-agent <route> · Task N/M`, `Generic agent · Task N/M`."""

@@ -44,7 +44,7 @@ from .replies import (
     parse_reply,
 )
 from .state import ProcessState, attempt_id, leave, settle
-from .store import Store
+from .store import DamagedRun, Store
 from .workspace import missing
 
 Clock = Callable[[], str]
@@ -103,6 +103,14 @@ class Engine:
     def directive(self) -> Directive:
         with self.store.locked() as state:
             return self._directive(state)
+
+    def status(self) -> str:
+        """The run's state: `complete`, `blocked`, `running`, `stopped`, or `damaged`."""
+        try:
+            directive = self.directive()
+        except DamagedRun:
+            return "damaged"
+        return directive.status(self.store.driven())
 
     def todos(self) -> str:
         """`list_todos`: the current step's checklist in the todos.json format."""

@@ -143,6 +143,10 @@ def tool(
     delegated = state.node == "delegated"
     agent = state.delegation.agent if delegated and state.delegation else ORCHESTRATOR
     if isinstance(reply, CreateReply):
+        if step.kind != "todo_task":
+            raise InvalidReply(
+                f"create_todo: step `{step.id}` is a regular step, one task; it takes no todos"
+            )
         if state.total >= MAX_TASKS:
             raise InvalidReply(f"create_todo: the checklist holds {state.total} tasks; at most {MAX_TASKS}")
         return CreateTodo(*head, reply.title, reply.description, reply.priority)

@@ -22,7 +22,9 @@ Outcome = Annotated[str, StringConstraints(min_length=1, max_length=MAX_OUTCOME,
 
 
 class _Reply(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Strict: a reply's types are what it says (`"2"` is not a position, `true` is not one)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class TaskItem(_Reply):

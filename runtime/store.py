@@ -12,6 +12,8 @@
     todos/.spare-<step>  made with the run folder; the step's completion fills it and
                          renames it into place instead of creating a file
     lock                 steps on one process take this file lock, one at a time
+    driving              a program that drives the run holds a shared lock on it (the
+                         run is `running`); `status` only tries it
 
 A step costs one fdatasync whatever the run's length. The journal is allocated ahead
 in chunks (its unused tail is zero bytes), so appending a line does not change the
@@ -65,6 +67,7 @@ SNAPSHOT_EVERY = 1000  # loading replays at most this many entries
 CHUNK = 1 << 20  # the journal grows a MiB at a time
 READ_PIECE = 1 << 16
 JOURNAL, EVENTS, SNAPSHOT, LOCK, TODOS = "journal.jsonl", "events.jsonl", "snapshot.json", "lock", "todos"
+DRIVING = "driving"
 
 log = logging.getLogger("todoflow.store")
 
@@ -92,6 +95,7 @@ class Applied(NamedTuple):
 class Store(Protocol):
     process_id: str
     plan: RunPlan
+    started_at: str
 
     def locked(self) -> contextlib.AbstractContextManager[ProcessState]:
         """Hold the process for one step; yields its current state."""
@@ -109,6 +113,14 @@ class Store(Protocol):
         """Bring derived files up to the journal (a crash may have left them behind)."""
         ...
 
+    def drive(self) -> None:
+        """Say the run is being driven (until the store is closed)."""
+        ...
+
+    def driven(self) -> bool:
+        """Whether a program drives the run now."""
+        ...
+
     def close(self) -> None:
         """Release what the store holds."""
         ...
@@ -122,7 +134,9 @@ class MemoryStore:
         self.state = initial_state(plan, started_at)
         self.journal: list[Entry] = []
         self.events: list[dict[str, Any]] = []
+        self.started_at = started_at
         self._lock = threading.Lock()
+        self._driven = False
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[ProcessState]:
@@ -139,6 +153,12 @@ class MemoryStore:
 
     def repair(self) -> bool:
         return False  # nothing is derived from the journal but in memory
+
+    def drive(self) -> None:
+        self._driven = True
+
+    def driven(self) -> bool:
+        return self._driven
 
     def close(self) -> None:
         """Nothing to release."""
@@ -171,6 +191,7 @@ def prepare_folder(folder: Path, plan: RunPlan) -> None:
     finally:
         os.close(journal)
     os.close(os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o666))
+    os.close(os.open(folder / DRIVING, os.O_RDWR | os.O_CREAT, 0o666))
     spares = folder / TODOS
     spares.mkdir()
     for step in plan.steps:
@@ -205,6 +226,7 @@ class FolderStore:
         self._events_seq: int | None = None  # the entry events.jsonl ends with, once read
         self._journal = _open_existing(folder / JOURNAL, os.O_RDONLY)
         self._lockfile = _open_existing(folder / LOCK, os.O_RDONLY)
+        self._driving = -1
         self._hold = _Hold(self)
 
     def close(self) -> None:
@@ -212,10 +234,33 @@ class FolderStore:
         if self._writer:
             with self.locked() as state:
                 self._derive_quietly(lambda: self._catch_up(state))
-        for handle in (self._journal, self._events, self._lockfile):
+        for handle in (self._journal, self._events, self._lockfile, self._driving):
             if handle >= 0:
                 os.close(handle)
-        self._journal = self._events = self._lockfile = -1
+        self._journal = self._events = self._lockfile = self._driving = -1
+
+    def drive(self) -> None:
+        """Say the run is being driven, until the store is closed (a shared lock: any number
+        of programs may drive one run; `status` sees it as `running`)."""
+        if self._driving < 0:
+            self._driving = _open_existing(self.folder / DRIVING, os.O_RDONLY)
+            if self._driving >= 0:
+                fcntl.flock(self._driving, fcntl.LOCK_SH)
+
+    def driven(self) -> bool:
+        """Whether a program drives the run now (this store or another)."""
+        if self._driving >= 0:
+            return True
+        handle = _open_existing(self.folder / DRIVING, os.O_RDONLY)
+        if handle < 0:
+            return False
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(handle)  # releases the probe's lock
+        return False
 
     # -- loading -------------------------------------------------------------------
 

@@ -96,10 +96,16 @@ def confirm(n: int) -> dict[str, str]:
 async def test_tools_and_their_schemas(tmp_path: Path) -> None:
     async with serve(tmp_path) as session:
         tools = {t.name: t for t in (await session.list_tools()).tools}
-        assert set(tools) == {"start", "step", "status"}
-        evidence = tools["step"].input_schema["properties"]["evidence"]["anyOf"][0]
+        assert set(tools) == {
+            "start",
+            "step",
+            "status",
+            *("create_todo", "update_todo", "complete_todo", "list_todos", "get_todo"),
+        }
+        # every accepted field, its description on the property itself (issues 12 and 13)
+        evidence = tools["step"].input_schema["properties"]["evidence"]
         assert evidence["maxLength"] == 500 and evidence["description"]
-        task = tools["step"].input_schema["properties"]["tasks"]["anyOf"][0]
+        task = tools["step"].input_schema["properties"]["tasks"]
         assert task["maxItems"] == 100 and task["items"]["properties"]["action"]["maxLength"] == 1000
 
 

@@ -55,14 +55,15 @@ def test_blocked_stops_without_confirming_and_resume_continues(tmp_path: Path) -
     assert "blocked: waiting for the build machine" in first.stdout
     (run,) = _runs(tmp_path)
     assert f"resume with: todoflow run --resume {run.name}" in first.stderr
-    assert [entry["type"] for entry in read_journal(run)] == ["confirm", "submit_tasks"]
+    # the block is journaled (the todo is marked blocked); nothing is confirmed
+    assert [entry["type"] for entry in read_journal(run)] == ["confirm", "submit_tasks", "update_todo"]
     status = run_cli("status", run.name, cwd=tmp_path)
     assert "[Work]      Task 1/4: Build wheels and sdist" in status.stdout
     more = "wheel built\nbuilt\nquit\n"
     second = run_cli("run", "--resume", run.name, "--agent", "human", stdin=more, cwd=tmp_path)
     assert second.returncode == 3
     assert "Task 2/4: Write release notes" in second.stdout
-    assert len(read_journal(run)) == 3
+    assert len(read_journal(run)) == 4
 
 
 def test_human_revises_the_checklist_line_by_line(tmp_path: Path) -> None:

@@ -66,7 +66,7 @@ def test_a_journal_written_before_entries_were_typed_still_loads(tmp_path: Path)
 
 
 def test_status_resume_and_mcp_status_write_nothing(tmp_path: Path) -> None:
-    from todoflow.runtime.mcp_server import TodoService, Workflows
+    from todoflow.runtime.service import TodoService, Workflows
 
     folder = _run_with_entries(tmp_path)
     run_dir = tmp_path / "runs"

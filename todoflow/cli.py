@@ -14,15 +14,14 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from todoflow import runs
 from todoflow.compiler.sources import STDIN, UnreadableError, display_name, read_source
 from todoflow.dsl.diagnostics import Diagnostic, TodoflowError, render_all
-from todoflow.runtime import RUN_DIR
 
 if TYPE_CHECKING:
     from todoflow.compiler.analysis import Analysis
-    from todoflow.runtime.engine import Engine
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -102,32 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     migrate.add_argument("--write", action="store_true", help="apply the changes (default: only list them)")
 
-    run = commands.add_parser("run", help="run a workflow, or resume a run")
-    run.add_argument("file", nargs="?", metavar="FILE", help="the workflow to run")
-    run.add_argument(
-        "--agent", default="human", metavar="AGENT", help="`human` (default) or `scripted:REPLIES.yaml`"
-    )
-    run.add_argument("--tasks", metavar="TASKS.json", help="a ready checklist for the first todo_task step")
-    run.add_argument("--run-dir", default=RUN_DIR, metavar="DIR", help="where runs live")
-    run.add_argument("--workspace", default=".", metavar="DIR", help="where steps read and write files")
-    run.add_argument("--resume", metavar="PROCESS_ID", help="continue a stopped or killed run")
-    run.add_argument(
-        "--accept-changed-definition",
-        action="store_true",
-        help="resume even if the source changed since the start",
-    )
-    run.add_argument("--show-prompts", action="store_true", help="print each directive's rendered prompt")
-
-    serve = commands.add_parser("serve", help="serve workflows to MCP clients over stdio")
-    serve.add_argument("folders", nargs="*", metavar="FLOWS_DIR", help="folders of .todoflow workflows")
-    serve.add_argument("--run-dir", default=RUN_DIR, metavar="DIR", help="where runs live")
-
-    status = commands.add_parser("status", help="list runs, or show one run's card")
-    status.add_argument("process_id", nargs="?", metavar="PROCESS_ID")
-    status.add_argument("--run-dir", default=RUN_DIR, metavar="DIR")
-    status.add_argument("--json", action="store_true", help="print the card as JSON")
-    status.add_argument("--svg", metavar="FILE", help="export the card as an SVG image")
-    status.add_argument("--png", metavar="FILE", help="export the card as a PNG image (needs Chromium)")
+    runs.add_parsers(commands)
     return parser
 
 
@@ -139,9 +113,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "compile": lambda: _compile(args.file, args.output),
         "graph": lambda: _graph(args.file, args.view, args.format, args.direction, args.step),
         "schema": lambda: _schema(args.name),
-        "run": lambda: _run(args),
-        "status": lambda: _status(args.run_dir, args.process_id, args.json, args.svg, args.png),
-        "serve": lambda: _serve(args.folders, args.run_dir),
+        "run": lambda: runs.run(args),
+        "status": lambda: runs.status(args),
+        "serve": lambda: runs.serve(args),
+        "log": lambda: runs.log(args),
+        "learnings": lambda: runs.learnings(args),
         "decompile": lambda: _decompile(args),
         "migrate": lambda: _migrate(args),
     }
@@ -237,126 +213,6 @@ def _graph(path: str, view: str, output: str, direction: str, step_id: str | Non
     return EXIT_OK
 
 
-EXIT_RESUMABLE = 3
-
-
-def _run(args: argparse.Namespace) -> int:
-    if bool(args.file) == bool(args.resume):
-        print("todoflow: error: give a workflow FILE to run, or --resume PROCESS_ID", file=sys.stderr)
-        return EXIT_USAGE
-    return _resume(args) if args.resume else _start(args)
-
-
-def _start(args: argparse.Namespace) -> int:
-    from todoflow.runtime import process
-    from todoflow.runtime.definition import read_definition, ready_checklists
-
-    reading = read_definition(Path(args.file), display_name(args.file))
-    sys.stderr.write(render_all(reading.diagnostics, reading.sources))
-    if reading.definition is None:
-        return EXIT_ERRORS
-    ready = None
-    if args.tasks:
-        ready, notes = ready_checklists(
-            reading.definition, _read_json(Path(args.tasks)), Path(args.tasks).name
-        )
-        for step_id, note in notes:
-            print(f"note: step `{step_id}`: {note}", file=sys.stderr)
-    engine = process.start(
-        reading.definition, Path(args.run_dir), workspace=Path(args.workspace), ready=ready
-    )
-    print(
-        f"started {engine.process_id} (run folder {Path(args.run_dir) / engine.process_id})", file=sys.stderr
-    )
-    return _drive(args, engine)
-
-
-def _resume(args: argparse.Namespace) -> int:
-    from todoflow.runtime import process
-
-    engine = process.open_process(Path(args.run_dir), args.resume)[0]
-    changed = process.changed_definition(process.read_meta(Path(args.run_dir) / args.resume))
-    if changed and not args.accept_changed_definition:
-        engine.close()
-        print(
-            f"todoflow: error: {changed}; the run continues only with the definition it started with: "
-            "pass --accept-changed-definition to do that",
-            file=sys.stderr,
-        )
-        return EXIT_ERRORS
-    engine.repair()
-    return _drive(args, engine)
-
-
-def _drive(args: argparse.Namespace, engine: Engine) -> int:
-    from todoflow.runtime.agents import HumanAgent, ScriptedAgent
-    from todoflow.runtime.driver import drive
-
-    with engine:
-        agent_spec: str = args.agent
-        if agent_spec == "human":
-            agent: Any = HumanAgent(sys.stdin, sys.stdout)
-        elif agent_spec.startswith("scripted:"):
-            agent = ScriptedAgent.from_file(Path(agent_spec.removeprefix("scripted:")), engine.workspace)
-        else:
-            print(
-                f"todoflow: error: unknown agent `{agent_spec}`; use `human` or `scripted:FILE`",
-                file=sys.stderr,
-            )
-            return EXIT_USAGE
-        outcome = drive(engine, agent, sys.stdout, show_prompts=args.show_prompts)
-    if outcome == "complete":
-        return EXIT_OK
-    print(f"resume with: todoflow run --resume {engine.process_id} --run-dir {args.run_dir}", file=sys.stderr)
-    return EXIT_ERRORS if outcome == "refused" else EXIT_RESUMABLE
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise UnreadableError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
-
-
-def _status(run_dir: str, process_id: str | None, as_json: bool, svg: str | None, png: str | None) -> int:
-    from todoflow.runtime import process
-    from todoflow.runtime.card import card_data, card_png, card_svg, card_text
-
-    if process_id is None:
-        rows: list[dict[str, Any]] = []
-        for folder, meta in process.all_metas(Path(run_dir)):
-            if isinstance(meta, Exception):
-                rows.append(
-                    {"process_id": folder.name, "workflow": None, "status": "damaged", "where": str(meta)}
-                )
-                continue
-            engine = process.open_process(Path(run_dir), folder.name)[0]
-            with engine:
-                row = _summary_row(engine)
-            rows.append({"process_id": folder.name, "workflow": meta.workflow_id, **row})
-        if as_json:
-            print(json.dumps(rows, indent=2, ensure_ascii=False))
-        elif not rows:
-            print(f"no runs in {run_dir}")
-        for row in rows if not as_json else []:
-            print(f"{row['process_id']}  {row['status']:<9} {row['where']}")
-        return EXIT_OK
-    with process.open_process(Path(run_dir), process_id)[0] as engine:
-        directive = engine.directive()
-    finished = process.final_todos(Path(run_dir) / process_id, directive.state.completed_steps)
-    if svg:
-        Path(svg).write_text(card_svg(directive, finished), encoding="utf-8")
-        print(f"wrote {svg}", file=sys.stderr)
-    if png:
-        card_png(card_svg(directive, finished), Path(png))
-        print(f"wrote {png}", file=sys.stderr)
-    if as_json:
-        print(json.dumps(card_data(directive, finished), indent=2, ensure_ascii=False))
-    elif not (svg or png):
-        sys.stdout.write(card_text(directive, finished))
-    return EXIT_OK
-
-
 def _beside(plan: str, given: str | None, name: str) -> Path | None:
     """An explicitly given companion file, or the one of that name beside the plan."""
     if given:
@@ -425,38 +281,6 @@ def _migrate(args: argparse.Namespace) -> int:
     apply(migration)
     print(f"migrated {plan}" + (f" and {config}" if config and config in migration.files else ""))
     return EXIT_OK
-
-
-def _serve(folders: list[str], run_dir: str) -> int:
-    try:
-        import mcp  # noqa: F401
-    except ImportError:
-        print(
-            "todoflow: error: `todoflow serve` needs the MCP SDK: pip install 'todoflow[mcp]'",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
-    missing = [f for f in folders if not Path(f).is_dir()]
-    if missing:
-        print(f"todoflow: error: {missing[0]} is not a folder", file=sys.stderr)
-        return EXIT_USAGE
-    from todoflow.runtime.mcp_server import serve
-
-    serve([Path(f) for f in folders], Path(run_dir))
-    return EXIT_OK
-
-
-def _summary_row(engine: Engine) -> dict[str, str]:
-    from todoflow.runtime.store import DamagedRun
-
-    try:
-        directive = engine.directive()
-    except DamagedRun as error:
-        return {"status": "damaged", "where": str(error)}
-    if directive.completed:
-        return {"status": "complete", "where": "result {}"}
-    step = directive.step.id if directive.step else ""
-    return {"status": "open", "where": f"{step}: {directive.role}"}
 
 
 def _schema(name: str) -> int:

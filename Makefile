@@ -25,10 +25,15 @@ demo: setup
 	-$(BIN)/todoflow check tests/fixtures/invalid/unclosed-and-misspelt.todoflow
 	@echo "--- compile, then run the release example with a scripted agent:"
 	$(BIN)/todoflow compile examples/release.todoflow -o build/demo/release
-	rm -rf build/demo/runs build/demo/workspace && mkdir -p build/demo/workspace
+	rm -rf build/demo/runs build/demo/workspace build/demo/learnings && mkdir -p build/demo/workspace
 	$(BIN)/todoflow run examples/release.todoflow --agent scripted:examples/replies/release.yaml \
 		--run-dir build/demo/runs --workspace build/demo/workspace
+	@echo "--- an orchestrated step: delegations, a failed prevalidation and its retry, the generic agent:"
+	$(BIN)/todoflow run examples/orchestrated.todoflow --agent scripted:examples/replies/orchestrated.yaml \
+		--run-dir build/demo/runs --workspace build/demo/workspace --learnings build/demo/learnings
 	$(BIN)/todoflow status --run-dir build/demo/runs
+	$(BIN)/todoflow log $$(ls -t build/demo/runs | head -1) --run-dir build/demo/runs
+	$(BIN)/todoflow learnings list --learnings build/demo/learnings
 
 test: setup lint typecheck pytest
 

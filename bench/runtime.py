@@ -63,6 +63,56 @@ def durable_run(folder: Path, steps: int, tasks: int, runs: int = 1) -> tuple[fl
     return elapsed, entries
 
 
+ORCHESTRATED = """workflow bench "Orchestrated benchmark" {
+    todo_task s0 "Step 0" {
+        route build "Build" when "To build" {
+            regular builder "Builder" {
+                expect file "out.txt"
+            }
+        }
+        tasks {
+%s
+        }
+    }
+}
+"""
+
+
+def orchestrated_run(folder: Path, tasks: int, runs: int = 1) -> tuple[float, int]:
+    """`runs` runs of `tasks` todos, each delegated to a route and prevalidated: their
+    time and their todos (each todo: the decision, then the sub-agent's validated answer)."""
+    lines = "\n".join(f'            "Task {t}" => "Task {t} is built"' for t in range(tasks))
+    definition = from_source(ORCHESTRATED % lines, "bench.todoflow").or_raise()
+    (folder / "out.txt").parent.mkdir(parents=True, exist_ok=True)
+    (folder / "out.txt").write_text("built")
+    script: list[dict[str, object]] = []
+    for t in range(tasks):
+        script.append(
+            {
+                "next_action": "delegate",
+                "selected_route_id": "build",
+                "todo_id_to_execute": f"todo_{t + 1}",
+                "instructions_to_sub_agent": f"Build task {t}.",
+            }
+        )
+        script.append({"evidence": f"built task {t}", "progress_execution_outcome": "built"})
+    elapsed, todos = 0.0, 0
+    for run in range(runs):
+        pid = f"orchestrated-{tasks}-{run}"
+        learnings = folder / "learnings"
+        process.start(
+            definition, folder / "runs", workspace=folder, process_id=pid, learnings=learnings
+        ).close()
+        engine, store = process.open_process(folder / "runs", pid)
+        start = time.perf_counter()
+        outcome = drive(engine, ScriptedAgent(script, folder), io.StringIO())
+        elapsed += time.perf_counter() - start
+        store.close()
+        assert outcome == "complete", outcome
+        todos += tasks
+    return elapsed, todos
+
+
 def fsync_floor(folder: Path, count: int) -> float:
     line = b'{"seq":1,"type":"confirm","position":1,"node":"work"}\n'
     handle = os.open(
@@ -128,21 +178,24 @@ def main() -> None:
     # sides of a ratio; the medians over the rounds are reported. A round drives five
     # 100-task runs (101 steps take ~15 ms, short enough for one slow spell to swamp it).
     small_steps = large_steps = 0
-    per: dict[str, list[float]] = {"floor": [], "small": [], "large": []}
-    ratios: dict[str, list[float]] = {"small": [], "large": [], "flat": []}
+    per: dict[str, list[float]] = {"floor": [], "small": [], "large": [], "orchestrated": []}
+    ratios: dict[str, list[float]] = {"small": [], "large": [], "flat": [], "orchestrated": []}
     with scratch() as temporary:
         for round_ in range(ROUNDS):
             folder = temporary / str(round_)
             before = fsync_floor(folder.parent, 500)
             small, small_steps = durable_run(folder / "small", 1, 100, runs=5)
             large, large_steps = durable_run(folder / "large", 10, 100)
+            orchestrated, todos = orchestrated_run(folder / "orchestrated", 100, runs=2)
             floor = (before + fsync_floor(folder.parent, 500)) / 2
             per["floor"].append(floor)
             per["small"].append(small / small_steps)
             per["large"].append(large / large_steps)
+            per["orchestrated"].append(orchestrated / todos)
             ratios["small"].append(per["small"][-1] / floor)
             ratios["large"].append(per["large"][-1] / floor)
             ratios["flat"].append(per["large"][-1] / per["small"][-1])
+            ratios["orchestrated"].append(per["orchestrated"][-1] / floor)
     value = {name: statistics.median(v) for name, v in per.items()}
     ratio = {name: statistics.median(v) for name, v in ratios.items()}
     spread = {name: f"{min(v):.2f}-{max(v):.2f}" for name, v in ratios.items()}
@@ -155,6 +208,11 @@ def main() -> None:
             f"{ratio[name]:5.2f}x floor ({spread[name]}; target <= 2.0)"
         )
     print(f"{'1,000-task / 100-task, per step':40s} {ratio['flat']:8.2f}x  ({spread['flat']}; target <= 1.3)")
+    label = "orchestrated todo (decision + validated)"
+    print(
+        f"{label:40s} {value['orchestrated'] * 1e6:8.1f} us per todo "
+        f"{ratio['orchestrated']:5.2f}x floor ({spread['orchestrated']}; target <= 3.0)"
+    )
     bare = min(bare_statechart(100) for _ in range(3))
     engine = min(memory_engine(100) for _ in range(3))
     print(f"{'bare python-statemachine transitions':40s} {bare * 1e6:8.1f} us per step")

@@ -38,11 +38,15 @@ Answer = Mapping[str, Any] | Blocked | Stop
 
 
 class Agent(Protocol):
-    stops_on_refusal: bool
-
     def reply(self, directive: Directive) -> Answer: ...
 
-    def refused(self, reason: str) -> None: ...
+    def refused(self, reason: str) -> bool:
+        """A reply was refused with `reason`: True to be asked again, False to stop."""
+        ...
+
+    def applied(self) -> None:
+        """The last reply was applied."""
+        ...
 
 
 class ScriptError(TodoflowError):
@@ -56,13 +60,22 @@ class ScriptedAgent:
     (a `blocked:` reply is applied too: it marks the todo blocked), so a resumed run
     picks up where it stopped. A reply may carry `files` (a mapping of workspace paths
     to contents) written before it is sent: the work it reports. Paths stay inside the
-    workspace, symlinks included.
+    workspace, symlinks included. A reply with `expect_refused: TEXT` must be refused
+    with a reason containing TEXT (it is sent, refused, and the script goes on); one
+    that is applied instead, or any other refusal, stops the run: a script fails loudly
+    rather than drift from the run it was written for.
     """
-
-    stops_on_refusal = True
 
     def __init__(self, replies: list[Mapping[str, Any]], workspace: Path) -> None:
         self.replies, self.workspace = replies, workspace
+        # per applied reply: the expected refusals sent before it, then the reply itself
+        self.turns: list[list[Mapping[str, Any]]] = [[]]
+        for reply in replies:
+            self.turns[-1].append(reply)
+            if "expect_refused" not in reply:
+                self.turns.append([])
+        self._turn, self._sent = -1, 0
+        self._expecting: str | None = None
 
     @classmethod
     def from_file(cls, path: Path, workspace: Path) -> ScriptedAgent:
@@ -83,13 +96,22 @@ class ScriptedAgent:
             raise ScriptError(f"{path}: expected a list of replies (or `replies:` holding one)")
         for number, reply in enumerate(replies, start=1):
             _check_files(reply.get("files"), f"{path}: reply {number}")
+            if not isinstance(reply.get("expect_refused", ""), str):
+                raise ScriptError(
+                    f"{path}: reply {number}: `expect_refused` is the text the refusal contains"
+                )
         return cls(replies, workspace)
 
     def reply(self, directive: Directive) -> Answer:
         index = directive.state.agent_replies
-        if index >= len(self.replies):
-            return Stop(f"the script has no reply {index + 1}")
-        reply = dict(self.replies[index])
+        if index >= len(self.turns) or not self.turns[index]:
+            return Stop(f"the script has no reply {sum(len(t) for t in self.turns[:index]) + 1}")
+        if index != self._turn:
+            self._turn, self._sent = index, 0
+        turn = self.turns[index]
+        reply = dict(turn[min(self._sent, len(turn) - 1)])
+        self._sent += 1
+        self._expecting = reply.pop("expect_refused", None)
         if "blocked" in reply:
             return Blocked(str(reply["blocked"]))
         for name, content in (reply.pop("files", None) or {}).items():
@@ -107,8 +129,22 @@ class ScriptedAgent:
                 f"the script cannot write `{name}` in the workspace: {error.strerror or error}"
             ) from None
 
-    def refused(self, reason: str) -> None:
-        """A script cannot correct itself: the driver stops, and the run can be resumed."""
+    def refused(self, reason: str) -> bool:
+        """An expected refusal lets the script go on; any other stops it (resumable once the
+        script is fixed): a script cannot correct itself."""
+        expected, self._expecting = self._expecting, None
+        return expected is not None and expected in reason
+
+    def applied(self) -> None:
+        if self._expecting is not None:
+            expected, self._expecting = self._expecting, None
+            raise ScriptError(
+                f"the script expected its reply to be refused ({expected!r}), but it was applied"
+            )
+
+    def unused(self, directive: Directive) -> int:
+        """How many replies are left when the run completes (a script that drifted)."""
+        return sum(len(turn) for turn in self.turns[directive.state.agent_replies :])
 
 
 def _check_files(files: Any, where: str) -> None:
@@ -131,8 +167,6 @@ class HumanAgent:
 
     Every prompt it shows is listed, with a piped example, in docs/runtime.md."""
 
-    stops_on_refusal = False
-
     def __init__(self, read: TextIO, write: TextIO, editor: str | None = None) -> None:
         self.read, self.write = read, write
         self.editor = editor if editor is not None else os.environ.get("EDITOR")
@@ -143,8 +177,12 @@ class HumanAgent:
         line = self.read.readline()
         return None if line == "" else line.rstrip("\n")
 
-    def refused(self, reason: str) -> None:
+    def refused(self, reason: str) -> bool:
         """The driver has shown the refusal; the same directive is asked again."""
+        return True
+
+    def applied(self) -> None:
+        """Nothing to check: a person answers what they see."""
 
     def reply(self, directive: Directive) -> Answer:
         if directive.node == "intake":

@@ -53,11 +53,11 @@ def drive(engine: Engine, agent: Agent, out: TextIO, show_prompts: bool = False)
             directive = engine.step(directive.attempt_id, answer, by)
         except Refusal as refusal:
             out.write(f"refused: {refusal.reason}\n")
-            agent.refused(refusal.reason)
-            if agent.stops_on_refusal:
+            if not agent.refused(refusal.reason):
                 return "refused"
             directive = refusal.directive
             continue
+        agent.applied()
         if blocked is not None:
             out.write(f"blocked: {blocked.reason}\nthe run stays on {directive.role}; resume it later\n")
             return "blocked"
@@ -84,4 +84,8 @@ def _progress_line(directive: Directive) -> str:
         return f"{blocks} -> Revise checklist\n"
     if state.node == "delegated":
         return f"{blocks} -> {directive.role}\n"
+    returned = state.returned
+    if returned is not None and returned.seq == state.seq and not returned.passed:
+        failed = f"[{state.step_id}] {returned.agent} gave todo_{returned.position} back: {returned.reason}\n"
+        return failed + f"{blocks} -> Task {position}/{total}: {state.tasks[position - 1].action}\n"
     return f"{blocks} -> Task {position}/{total}: {state.tasks[position - 1].action}\n"

@@ -123,8 +123,12 @@ class Learnings:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX)
             with open(path, "rb") as existing:
-                if any(_line_id(line) == learning.id for line in existing):
-                    return False
+                lines = existing.read()
+            if lines and not lines.endswith(b"\n"):  # a writer killed mid-line: debris, as it held the lock
+                lines = lines[: lines.rfind(b"\n") + 1]
+                os.ftruncate(handle, len(lines))
+            if any(_line_id(line) == learning.id for line in lines.splitlines()):
+                return False
             data = (learning.model_dump_json() + "\n").encode()
             view = memoryview(data)
             while view:

@@ -200,6 +200,13 @@ def _iteration_text(iteration: Mapping[str, Any]) -> list[str]:
     for key, label in fields:
         if iteration.get(key):
             out.append(f"   {label}: {iteration[key]}")
+    if "created" in iteration:
+        out.append(f"   created: {iteration['created']['title']}")
+    for update in [iteration.get("update"), *iteration.get("updates", [])]:
+        if update:
+            out.append(
+                f"   {update['agent']} marked it {update['status'] or 'with notes'}: {update['notes'] or ''}"
+            )
     validation = iteration.get("validation")
     if validation is not None:
         verdict = "passed" if validation["passed"] else f"failed — {validation['reason']}"

@@ -333,3 +333,87 @@ async def test_a_broken_workflow_file_does_not_stop_the_others(tmp_path: Path) -
             session, "start", action="prepare", workflowId="good", parentExecutionId="none", tasks=READY
         )
         assert "workflow `good` has no todo_task step to take a checklist" in no_checklist
+
+
+async def test_an_orchestration_through_the_mcp_tools(tmp_path: Path) -> None:
+    """Delegation, a failed prevalidation, a created todo, the todo tools and strict,
+    unknown-field-refusing arguments, all through the official client (issue 13)."""
+    flows = tmp_path / "flows"
+    flows.mkdir()
+    shutil.copy(ROOT / "examples" / "orchestrated.todoflow", flows)
+    async with serve(tmp_path, str(flows)) as session:
+        intake = await begin(session, workflowId="docs-release")
+        ready = [
+            {"action": t["action"], "expected_result": t["expected_result"]} for t in intake["ready_tasks"]
+        ]
+        turn = await answer(session, intake, tasks=ready, progress_checklist_outcome="three tasks")
+        assert turn["todo_id"] == "todo_1" and [r["route_id"] for r in turn["routes"]] == ["build", "check"]
+        assert turn["turns"] == {"used": 0, "allowed": 20} and turn["prompt"].startswith(
+            "You are the orchestrator"
+        )
+        unknown = await refused(
+            session,
+            "step",
+            processId=turn["processId"],
+            attemptId=turn["attemptId"],
+            evidence="e",
+            progress_execution_outcome="o",
+            mood="happy",
+        )
+        assert "`mood` is not part of a reply at work" in unknown
+        delegate = {
+            "next_action": "delegate",
+            "selected_route_id": "build",
+            "todo_id_to_execute": "todo_1",
+            "instructions_to_sub_agent": "Build the site into site/.",
+        }
+        sub = await answer(session, turn, **delegate)
+        assert sub["node"] == "delegated" and sub["role"] == "Sub-agent build · Task 1/3"
+        assert sub["delegation"]["sub_step"]["expected_files"] == ["site/index.html"]
+        assert "Build the site into site/." in sub["prompt"] and "Record the release" not in sub["prompt"]
+        back = await answer(session, sub, evidence="built", progress_execution_outcome="done")
+        assert back["last_delegation"]["passed"] is False and back["node"] == "work"
+        sub = await answer(session, back, **delegate)
+        (tmp_path / "site").mkdir()
+        (tmp_path / "site" / "index.html").write_text("<h1>docs</h1>")
+        done = await call(
+            session,
+            "complete_todo",
+            processId=sub["processId"],
+            attemptId=sub["attemptId"],
+            todo_id="todo_1",
+            result="site built",
+            evidence="site/index.html written",
+        )
+        assert done["role"] == "Task 2/3" and done["last_delegation"]["passed"] is True
+        created = await call(
+            session,
+            "create_todo",
+            processId=done["processId"],
+            attemptId=done["attemptId"],
+            title="Announce it",
+            description="announcement.md exists",
+        )
+        assert created["total"] == 4
+        strict = await refused(
+            session,
+            "update_todo",
+            processId=created["processId"],
+            attemptId=created["attemptId"],
+            todo_id="todo_2",
+            status=True,
+        )
+        assert "status" in strict and "nothing changed" in strict
+        listed = await call(session, "list_todos", processId=created["processId"])
+        assert [t["status"] for t in listed["todos"]] == ["completed", "in_progress", "pending", "pending"]
+        assert listed["todos"][0]["assigned_agent"] == "build"
+        one = await call(session, "get_todo", processId=created["processId"], todo_id="todo_4")
+        assert one["todo"]["title"] == "Announce it"
+        premature = await refused(
+            session,
+            "step",
+            processId=created["processId"],
+            attemptId=created["attemptId"],
+            next_action="complete",
+        )
+        assert "3 of 4 todos are not confirmed yet" in premature

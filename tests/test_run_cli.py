@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -238,3 +240,25 @@ def test_human_revises_the_checklist_in_the_editor(tmp_path: Path) -> None:
         "progress_execution_outcome": "nothing done yet",
     }
     assert engine.step(directive.attempt_id, answer).role == "Task 1/3"
+
+
+def test_the_human_agents_piped_example_in_the_docs_runs(tmp_path: Path) -> None:
+    """docs/runtime.md shows a whole piped run of the human agent; it must work as shown."""
+    docs = (ROOT / "docs" / "runtime.md").read_text(encoding="utf-8")
+    command = next(block for block in re.findall(r"```sh\n(.*?)```", docs, re.S) if "--agent human" in block)
+    (tmp_path / "chores.todoflow").write_text(
+        'workflow chores "Chores" {\n    todo_task tidy "Tidy" {\n        description "Tidy up."\n    }\n}\n'
+    )
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run(
+        ["bash", "-c", command],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "-> complete: result {}" in result.stdout
+    assert result.stdout.count("refused") == 0

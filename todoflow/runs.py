@@ -181,6 +181,13 @@ def _drive(args: argparse.Namespace, engine: Engine, spec: str) -> int:
             agent = HumanAgent(sys.stdin, sys.stdout)
         engine.store.drive()
         outcome = drive(engine, agent, sys.stdout, show_prompts=args.show_prompts)
+        left = (
+            agent.unused(engine.directive())
+            if isinstance(agent, ScriptedAgent) and outcome == "complete"
+            else 0
+        )
+        if left:
+            print(f"note: the run is complete with {left} replies of the script unused", file=sys.stderr)
     if outcome == "complete":
         return EXIT_OK
     command = ["todoflow", "run", "--resume", engine.process_id, "--run-dir", args.run_dir]

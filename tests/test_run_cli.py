@@ -262,3 +262,71 @@ def test_the_human_agents_piped_example_in_the_docs_runs(tmp_path: Path) -> None
     assert result.returncode == 0, result.stdout + result.stderr
     assert "-> complete: result {}" in result.stdout
     assert result.stdout.count("refused") == 0
+
+
+ORCHESTRATED = ROOT / "examples" / "orchestrated.todoflow"
+
+
+def test_the_human_agent_delegates_and_plays_the_sub_agent(tmp_path: Path) -> None:
+    typed = "\n".join(
+        [
+            "delegate build",
+            "Build the site into site/.",
+            "site/index.html exists",
+            "failed the docs/ folder is empty",  # the sub-agent gives the todo back
+            "quit",
+        ]
+    )
+    args = ["--workspace", str(tmp_path), "--learnings", str(tmp_path / "learnings")]
+    result = run_cli("run", str(ORCHESTRATED), "--agent", "human", *args, stdin=typed + "\n", cwd=tmp_path)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "`delegate build` (Build the site: To build the static site from docs/)" in result.stdout
+    assert (
+        "Sub-agent build · Task 1/3" in result.stdout
+        and "Instructions: Build the site into site/." in result.stdout
+    )
+    assert "build gave todo_1 back: the docs/ folder is empty" in result.stdout
+    (run,) = _runs(tmp_path)
+    assert [e["type"] for e in read_journal(run)] == ["submit_tasks", "delegate", "sub_agent_failed"]
+
+
+def test_a_run_stopped_at_its_bound_on_turns_resumes_with_a_raised_bound(tmp_path: Path) -> None:
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    todo_task t "T" {\n        max_turns 1\n    }\n}\n')
+    replies = tmp_path / "replies.yaml"
+    replies.write_text(
+        "- tasks: [{action: a, expected_result: a done}, {action: b, expected_result: b done}]\n"
+        "  progress_checklist_outcome: two\n"
+        "- {evidence: did a, progress_execution_outcome: a ok}\n"
+        "- {evidence: did b, progress_execution_outcome: b ok}\n"
+    )
+    first = run_cli("run", str(flow), "--agent", f"scripted:{replies}", cwd=tmp_path)
+    assert first.returncode == 3 and "has used all 1 of its orchestrator turns" in first.stdout
+    (run,) = _runs(tmp_path)
+    listing = run_cli("status", "--json", cwd=tmp_path)
+    assert json.loads(listing.stdout)[0]["status"] == "blocked"
+    hint = next(line for line in first.stderr.splitlines() if line.startswith("resume with: "))
+    resumed = run_cli(*hint.removeprefix("resume with: todoflow ").split(), "--max-turns", "3", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert [e["type"] for e in read_journal(run)][-2:] == ["raise_turns", "confirm"]
+
+
+def test_learnings_are_listed_shown_and_retired(tmp_path: Path) -> None:
+    replies = ROOT / "examples" / "replies" / "orchestrated.yaml"
+    folder = ["--learnings", str(tmp_path / "l")]
+    assert (
+        run_cli("run", str(ORCHESTRATED), "--agent", f"scripted:{replies}", *folder, cwd=tmp_path).returncode
+        == 0
+    )
+    listed = json.loads(run_cli("learnings", "list", *folder, "--json", cwd=tmp_path).stdout)
+    first = listed[0]["id"]
+    shown = json.loads(run_cli("learnings", "show", first, *folder, cwd=tmp_path).stdout)
+    assert shown["sub_step_id"] == "site-builder" and shown["files"][0]["path"] == "site/index.html"
+    retired = run_cli("learnings", "retire", first, *folder, cwd=tmp_path)
+    assert retired.returncode == 0 and json.loads(retired.stdout)["status"] == "retired"
+    again = json.loads(
+        run_cli("learnings", "list", *folder, "--step", "site-builder", "--json", cwd=tmp_path).stdout
+    )
+    assert [r["status"] for r in again] == ["retired"]
+    missing = run_cli("learnings", "show", "nope:1", *folder, cwd=tmp_path)
+    assert missing.returncode == 1 and "no learning `nope:1`" in missing.stderr

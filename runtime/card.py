@@ -132,7 +132,7 @@ def card_text(directive: Directive, finished: Mapping[str, Todos] = NO_FINISHED,
     lines = [title, "=" * min(width, len(title))]
     checklist = data["checklist"]
     if step is None:
-        lines.append(f"Complete: {len(data['completed_steps'])} steps done; result {{}}")
+        lines.append(f"Complete: {_count(len(data['completed_steps']), 'step')} done; result {{}}")
         if checklist["step"] is not None:
             lines.append(f"[Checklist] {checklist['step']}: {checklist['done']}/{checklist['total']} done")
             lines += [
@@ -219,7 +219,7 @@ def card_svg(directive: Directive, finished: Mapping[str, Todos] = NO_FINISHED) 
     total_w = 3 * BOX_W + 2 * GAP + 2 * SIDE
     heading = f"{directive.workflow.get('title', '')}"
     if data["status"] == "complete":
-        where = f"complete · {len(data['completed_steps'])} steps done · result {{}}"
+        where = f"complete · {_count(len(data['completed_steps']), 'step')} done · result {{}}"
     else:
         where = f"running · step {step['id']}: {step['title']} ({step['kind']}) · {work['role']}"
     header = [
@@ -318,7 +318,7 @@ def _prepare_block(column: _Column, data: Mapping[str, Any]) -> None:
     prepare = data["prepare"]
     if data["status"] == "complete":
         total = prepare["length"]
-        column.add(f"all {total} tasks done" if total else "nothing left to prepare", 13, bold=True)
+        column.add(f"all {_count(total, 'task')} done" if total else "nothing left to prepare", 13, bold=True)
         return
     if prepare["action"]:
         column.add(f"task {prepare['cursor']} of {prepare['length']}", 13, bold=True)
@@ -415,3 +415,8 @@ def _size(svg_text: str) -> tuple[int, int]:
     head = svg_text[: svg_text.index(">")]
     numbers = [head.split(f'{name}="', 1)[1].split('"', 1)[0] for name in ("width", "height")]
     return int(float(numbers[0]) + 0.5), int(float(numbers[1]) + 0.5)
+
+
+def _count(number: int, noun: str) -> str:
+    """`1 step`, `2 steps`."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"

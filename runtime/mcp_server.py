@@ -372,8 +372,58 @@ def _json_strings(arguments: dict[str, Any]) -> dict[str, Any]:
 def serve(
     folders: list[Path], run_dir: Path, learnings: Path | None = None, workspace: Path | None = None
 ) -> None:
+    import anyio
+
     service = TodoService(Workflows(folders), run_dir, workspace, learnings)
     try:
-        build_server(service).run("stdio")
+        anyio.run(_serve_stdio, build_server(service))
     finally:
         service.close()
+
+
+async def _serve_stdio(server: Any) -> None:
+    """The SDK's stdio transport, with one change: a line that is not a JSON-RPC message
+    (invalid JSON, a lone surrogate, a message without its fields) gets the JSON-RPC error
+    it calls for, instead of no answer at all (the SDK drops it, so the client waits
+    forever; docs/mcp.md, known issues)."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+
+    async with stdio_server() as (read_stream, write_stream):
+        forward, inbox = anyio.create_memory_object_stream[Any](0)
+
+        async def answer_unreadable() -> None:
+            async with forward:
+                async for item in read_stream:
+                    if isinstance(item, Exception):
+                        await write_stream.send(SessionMessage(_error_for(item)))
+                    else:
+                        await forward.send(item)
+
+        lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs, over these streams
+        async with anyio.create_task_group() as group:
+            group.start_soon(answer_unreadable)
+            await lowlevel.run(inbox, write_stream, lowlevel.create_initialization_options())
+            group.cancel_scope.cancel()
+
+
+def _error_for(error: Exception) -> Any:
+    """The JSON-RPC error for a line that could not be read: -32700 (parse error) with a
+    null id, or -32600 (invalid request) with the request's id when it has one."""
+    import mcp_types as types
+    from pydantic import ValidationError
+
+    problem = error.errors()[0] if isinstance(error, ValidationError) and error.errors() else None
+    given = problem.get("input") if problem else None
+    if isinstance(given, str):
+        try:
+            given = json.loads(given)  # Python reads what pydantic refused (a lone surrogate)
+        except ValueError:
+            given = None
+    request_id = given["id"] if isinstance(given, dict) and isinstance(given.get("id"), int | str) else None
+    if problem is not None and problem["type"] == "json_invalid":
+        code, message = -32700, f"Parse error: {problem['msg']}"
+    else:
+        code, message = -32600, f"Invalid request: {problem['msg'] if problem else error}"
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))

@@ -417,3 +417,51 @@ async def test_an_orchestration_through_the_mcp_tools(tmp_path: Path) -> None:
             next_action="complete",
         )
         assert "3 of 4 todos are not confirmed yet" in premature
+
+
+def test_a_line_that_is_not_a_message_gets_a_json_rpc_error_not_silence(tmp_path: Path) -> None:
+    """The SDK's stdio transport drops an unreadable line, so the client waits forever;
+    the server answers it with the JSON-RPC error it calls for (issue 11)."""
+    import select
+    import subprocess
+
+    server = subprocess.Popen(
+        [sys.executable, "-m", "todoflow", "serve", "--run-dir", str(tmp_path / "runs")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert server.stdin is not None and server.stdout is not None
+
+    def exchange(line: bytes) -> dict[str, Any]:
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write(line + b"\n")
+        server.stdin.flush()
+        ready, _, _ = select.select([server.stdout], [], [], 30)
+        assert ready, f"no answer to {line!r}"
+        return json.loads(server.stdout.readline())  # type: ignore[no-any-return]
+
+    try:
+        hello = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        }
+        assert "result" in exchange(
+            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}).encode()
+        )
+        server.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        surrogate = exchange(
+            b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"status","arguments":{"processId":"\\ud800"}}}'
+        )
+        assert surrogate["id"] == 2 and surrogate["error"]["code"] == -32700
+        broken = exchange(b'{"jsonrpc":"2.0","id":3,"method": nonsense')
+        assert broken["id"] is None and broken["error"]["code"] == -32700
+        invalid = exchange(b'{"jsonrpc":"2.0","id":4}')
+        assert invalid["id"] == 4 and invalid["error"]["code"] == -32600
+        assert "result" in exchange(b'{"jsonrpc":"2.0","id":5,"method":"tools/list"}')  # the server goes on
+    finally:
+        server.kill()
+        server.communicate()  # waits, and closes its pipes

@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("folders", nargs="*", metavar="FLOWS_DIR", help="folders of .todoflow workflows")
     serve.add_argument("--run-dir", default=".todoflow/runs", metavar="DIR", help="where runs live")
 
+    commands.add_parser("lsp", help="run the language server for editors (stdio)")
+
     status = commands.add_parser("status", help="list runs, or show one run's card")
     status.add_argument("process_id", nargs="?", metavar="PROCESS_ID")
     status.add_argument("--run-dir", default=".todoflow/runs", metavar="DIR")
@@ -109,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    commands = {
+    commands: dict[str, Callable[[], int]] = {
         "check": lambda: _check(args.files, args.format),
         "fmt": lambda: _fmt(args.files, args.check),
         "compile": lambda: _compile(args.file, args.output),
@@ -118,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run": lambda: _run(args),
         "status": lambda: _status(args.run_dir, args.process_id, args.json, args.svg),
         "serve": lambda: _serve(args.folders, args.run_dir),
+        "lsp": _lsp,
         "decompile": lambda: _decompile(args),
         "migrate": lambda: _migrate(args),
     }
@@ -429,6 +432,18 @@ def _serve(folders: list[str], run_dir: str) -> int:
     from todoflow.runtime.mcp_server import serve
 
     serve([Path(f) for f in folders], Path(run_dir))
+    return EXIT_OK
+
+
+def _lsp() -> int:
+    try:
+        import pygls  # noqa: F401
+    except ImportError:
+        print("todoflow: error: `todoflow lsp` needs pygls: pip install 'todoflow[lsp]'", file=sys.stderr)
+        return EXIT_USAGE
+    from todoflow.lsp.server import serve
+
+    serve()
     return EXIT_OK
 
 

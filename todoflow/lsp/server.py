@@ -1,0 +1,272 @@
+"""`todoflow lsp`: the language server over stdio (pygls), wiring the features to LSP.
+
+Diagnostics run `analyze` (what `todoflow check` runs) in a worker thread, so the
+server keeps answering while a long file is checked. They are debounced without
+delaying a lone edit: a change made while the editor is idle is checked at once;
+changes that arrive while a check runs are gathered, and the newest text is checked
+once typing has paused for `DEBOUNCE` seconds. A result whose text has changed since
+is never published. Every other feature reads a `Snapshot` of the current version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import from_fs_path, to_fs_path
+
+from todoflow.dsl.spans import Span
+
+from . import actions, completion, diagnostics, hover, navigation, symbols
+from .snapshot import Snapshot
+
+VERSION = "0.1.0"
+DEBOUNCE = 0.15  # seconds of quiet after a burst of changes before the next check
+
+
+@dataclass
+class _Checks:
+    """The diagnostics pipeline of one workflow document."""
+
+    task: asyncio.Task[None] | None = None
+    changed: float = 0.0  # loop time of the last change
+    templates: set[str] = field(default_factory=set)  # template paths this document published to
+
+
+class TodoflowServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("todoflow", VERSION, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.checks: dict[str, _Checks] = {}
+        self.snapshots: dict[str, Snapshot] = {}
+        # template path -> workflow URI -> its diagnostics there (several workflows may share a template)
+        self.template_diagnostics: dict[str, dict[str, list[types.Diagnostic]]] = {}
+
+    # -- documents ---------------------------------------------------------------
+
+    def snapshot(self, uri: str) -> Snapshot:
+        """The current version of a document, shared by the requests about it."""
+        document = self.workspace.get_text_document(uri)
+        source = document.source
+        cached = self.snapshots.get(uri)
+        if cached is not None and cached.version == document.version and cached.source is source:
+            return cached
+        encoding = str(self.workspace.position_encoding or types.PositionEncodingKind.Utf16)
+        self.snapshots[uri] = Snapshot(uri, _path_of(uri), document.version, source, encoding)
+        return self.snapshots[uri]
+
+    def is_open(self, path: str) -> bool:
+        uri = from_fs_path(path)
+        return uri is not None and uri in self.workspace.text_documents
+
+    # -- diagnostics -------------------------------------------------------------
+
+    def schedule(self, uri: str) -> None:
+        checks = self.checks.setdefault(uri, _Checks())
+        checks.changed = asyncio.get_running_loop().time()
+        if checks.task is None or checks.task.done():
+            checks.task = asyncio.ensure_future(self._check(uri, checks))
+
+    async def _check(self, uri: str, checks: _Checks) -> None:
+        loop = asyncio.get_running_loop()
+        while uri in self.workspace.text_documents:
+            snapshot = self.snapshot(uri)
+            analysis = await asyncio.to_thread(diagnostics.analyze_document, snapshot.source, snapshot.path)
+            if uri not in self.workspace.text_documents:
+                return
+            if self.workspace.get_text_document(uri).version == snapshot.version:
+                self._publish(snapshot, diagnostics.by_file(analysis, snapshot, self.is_open), checks)
+                return
+            while (quiet := checks.changed + DEBOUNCE - loop.time()) > 0:
+                await asyncio.sleep(quiet)
+
+    def _publish(self, snapshot: Snapshot, grouped: dict[str, list[Any]], checks: _Checks) -> None:
+        own = diagnostics.to_lsp(grouped.pop(snapshot.path), snapshot.lines, _uri_of)
+        self._send(snapshot.uri, snapshot.version, own)
+        for path in checks.templates - set(grouped):
+            self._template(path, snapshot.uri, [])
+        for path, found in grouped.items():
+            template = self.snapshot(_uri_of(path))
+            self._template(path, snapshot.uri, diagnostics.to_lsp(found, template.lines, _uri_of))
+        checks.templates = set(grouped)
+
+    def _template(self, path: str, owner: str, found: list[types.Diagnostic]) -> None:
+        shown = self.template_diagnostics.setdefault(path, {})
+        shown[owner] = found
+        merged = [d for each in shown.values() for d in each]
+        self._send(_uri_of(path), None, merged)
+
+    def _send(self, uri: str, version: int | None, found: list[types.Diagnostic]) -> None:
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=found, version=version)
+        )
+
+    def recheck_workflows(self) -> None:
+        """Check every open workflow again: a template was opened, closed or saved."""
+        for uri in list(self.checks):
+            if uri in self.workspace.text_documents:
+                self.schedule(uri)
+
+
+def _path_of(uri: str) -> str:
+    return to_fs_path(uri) or uri
+
+
+def _uri_of(path: str) -> str:
+    return from_fs_path(path) or path
+
+
+def is_workflow(uri: str, language: str | None = None) -> bool:
+    return language == "todoflow" or uri.endswith(".todoflow")
+
+
+def _range(snapshot: Snapshot, span: Span) -> types.Range:
+    return snapshot.lines.range(span)
+
+
+# -- handlers: pygls passes the server as `ls` ------------------------------------
+
+
+def did_open(ls: TodoflowServer, params: types.DidOpenTextDocumentParams) -> None:
+    document = params.text_document
+    if is_workflow(document.uri, document.language_id):
+        ls.schedule(document.uri)
+    else:
+        ls.recheck_workflows()
+
+
+def did_change(ls: TodoflowServer, params: types.DidChangeTextDocumentParams) -> None:
+    if params.text_document.uri in ls.checks:
+        ls.schedule(params.text_document.uri)
+
+
+def did_save(ls: TodoflowServer, params: types.DidSaveTextDocumentParams) -> None:
+    if params.text_document.uri in ls.checks:
+        ls.schedule(params.text_document.uri)
+    else:
+        ls.recheck_workflows()
+
+
+def did_close(ls: TodoflowServer, params: types.DidCloseTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    checks = ls.checks.pop(uri, None)
+    ls.snapshots.pop(uri, None)
+    if checks is None:
+        ls.recheck_workflows()
+        return
+    if checks.task is not None:
+        checks.task.cancel()
+    ls._send(uri, None, [])
+    for path in checks.templates:
+        ls._template(path, uri, [])
+        del ls.template_diagnostics[path][uri]
+
+
+def on_hover(ls: TodoflowServer, params: types.HoverParams) -> types.Hover | None:
+    snapshot = ls.snapshot(params.text_document.uri)
+    found = hover.hover(snapshot, snapshot.lines.point(params.position))
+    if found is None:
+        return None
+    text, (line, column, end_line, end_column) = found
+    where = _range(snapshot, Span(snapshot.path, line, column, end_line, end_column))
+    return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, text), where)
+
+
+def definition(ls: TodoflowServer, params: types.DefinitionParams) -> list[types.Location]:
+    snapshot = ls.snapshot(params.text_document.uri)
+    names = snapshot.outline.names
+    at = navigation.name_at(names, snapshot.lines.point(params.position))
+    if at is None:
+        return []
+    return [types.Location(snapshot.uri, _range(snapshot, n.span)) for n in navigation.definitions(names, at)]
+
+
+def references(ls: TodoflowServer, params: types.ReferenceParams) -> list[types.Location]:
+    snapshot = ls.snapshot(params.text_document.uri)
+    names = snapshot.outline.names
+    at = navigation.name_at(names, snapshot.lines.point(params.position))
+    if at is None:
+        return []
+    found = navigation.references(names, at, params.context.include_declaration)
+    return [types.Location(snapshot.uri, _range(snapshot, n.span)) for n in found]
+
+
+def prepare_rename(ls: TodoflowServer, params: types.PrepareRenameParams) -> types.Range | None:
+    snapshot = ls.snapshot(params.text_document.uri)
+    at = navigation.name_at(snapshot.outline.names, snapshot.lines.point(params.position))
+    target = navigation.renamable(at)
+    return _range(snapshot, target.span) if target else None
+
+
+def rename(ls: TodoflowServer, params: types.RenameParams) -> types.WorkspaceEdit | None:
+    snapshot = ls.snapshot(params.text_document.uri)
+    names = snapshot.outline.names
+    at = navigation.renamable(navigation.name_at(names, snapshot.lines.point(params.position)))
+    if at is None:
+        return None
+    edits = [
+        types.TextEdit(_range(snapshot, n.span), params.new_name)
+        for n in navigation.rename(names, at, params.new_name)
+    ]
+    return types.WorkspaceEdit(changes={snapshot.uri: edits})
+
+
+def complete(ls: TodoflowServer, params: types.CompletionParams) -> types.CompletionList:
+    snapshot = ls.snapshot(params.text_document.uri)
+    items = completion.complete(snapshot, snapshot.lines.point(params.position))
+    return types.CompletionList(is_incomplete=False, items=items)
+
+
+def code_action(ls: TodoflowServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    snapshot = ls.snapshot(params.text_document.uri)
+    return actions.code_actions(snapshot, list(params.context.diagnostics))
+
+
+def formatting(ls: TodoflowServer, params: types.DocumentFormattingParams) -> list[types.TextEdit] | None:
+    return actions.formatting(ls.snapshot(params.text_document.uri))
+
+
+def document_symbol(ls: TodoflowServer, params: types.DocumentSymbolParams) -> list[types.DocumentSymbol]:
+    snapshot = ls.snapshot(params.text_document.uri)
+    return symbols.document_symbols(snapshot.outline, snapshot.lines)
+
+
+def folding_range(ls: TodoflowServer, params: types.FoldingRangeParams) -> list[types.FoldingRange]:
+    return symbols.folding_ranges(ls.snapshot(params.text_document.uri).outline)
+
+
+_FEATURES: tuple[tuple[str, Any, Callable[..., Any]], ...] = (
+    (types.TEXT_DOCUMENT_DID_OPEN, None, did_open),
+    (types.TEXT_DOCUMENT_DID_CHANGE, None, did_change),
+    (types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False), did_save),
+    (types.TEXT_DOCUMENT_DID_CLOSE, None, did_close),
+    (types.TEXT_DOCUMENT_HOVER, None, on_hover),
+    (types.TEXT_DOCUMENT_DEFINITION, None, definition),
+    (types.TEXT_DOCUMENT_REFERENCES, None, references),
+    (types.TEXT_DOCUMENT_PREPARE_RENAME, None, prepare_rename),
+    (types.TEXT_DOCUMENT_RENAME, types.RenameOptions(prepare_provider=True), rename),
+    (types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[" ", ","]), complete),
+    (
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
+        code_action,
+    ),
+    (types.TEXT_DOCUMENT_FORMATTING, None, formatting),
+    (types.TEXT_DOCUMENT_DOCUMENT_SYMBOL, None, document_symbol),
+    (types.TEXT_DOCUMENT_FOLDING_RANGE, None, folding_range),
+)
+
+
+def create() -> TodoflowServer:
+    server = TodoflowServer()
+    for method, options, handler in _FEATURES:
+        server.feature(method, options)(handler)
+    return server
+
+
+def serve() -> None:
+    """Run the server on stdin/stdout until the editor ends it."""
+    create().start_io()

@@ -108,10 +108,13 @@ def _task(block: ast.Tasks, step: ast.Step, index: int) -> str:
         return f"**{title}** of step `{step.id.value}`\n\nno position yet: this `tasks` block has errors"
     position = ordering.order.index(index) + 1
     lines = [f"**{title}** — position **{position}** of {len(tasks)} in step `{step.id.value}`"]
-    if position != index + 1:
-        moved = [describe_task(tasks, m.because) for m in ordering.moves if m.task == index]
-        why = f": it needs {', '.join(moved)}" if moved else " by the dependencies of other tasks"
-        lines.append(f"written {_ordinal(index + 1)}, moved{why}")
+    needs = [describe_task(tasks, m.because) for m in ordering.moves if m.task == index]
+    needed_by = [describe_task(tasks, m.task) for m in ordering.moves if m.because == index]
+    if needs:
+        lines.append(f"written {_ordinal(index + 1)}, moved later: it needs {', '.join(needs)}")
+    elif position != index + 1:
+        why = f": {', '.join(needed_by)} needs it" if needed_by else ", as the tasks before it moved"
+        lines.append(f"written {_ordinal(index + 1)}, comes earlier{why}")
     constraints = checked[position - 1].constraints
     if constraints:
         lines.append("constraints:\n" + "\n".join(f"- {c}" for c in constraints))

@@ -50,6 +50,8 @@ _HEADERS: dict[str, BlockKind] = {
 }
 _TEXTS = frozenset({"STRING", "BLOCK_STRING"})
 _ARROW = "__ANON_0"  # Lark's name for the `=>` terminal
+_PLACEHOLDERS = (_ARROW, "STRING", "ID", "INT")  # what may stand in for a missing piece
+_MAX_PLACEHOLDERS = 4
 
 
 @node
@@ -139,26 +141,51 @@ def _lex(ip: InteractiveParser) -> Iterator[Token]:
 
 
 def _take(ip: InteractiveParser, token: Token, taken: list[Token]) -> bool:
-    """Feed a token, closing open blocks first if only that lets it in."""
-    try:
+    """Feed a token, repairing the input first if that lets it in: close the blocks
+    still open (a forgotten `}`), or, for a `}`, finish the construct it cuts short
+    (a task without its `=> "..."`). Repairs are tokens with no text."""
+    if _fits(ip, [token]):
         ip.feed_token(token)
         return True
-    except UnexpectedToken:
-        pass
     depth = sum(1 if t.type == "LBRACE" else -1 if t.type == "RBRACE" else 0 for t in taken)
-    for count in range(1, depth + 1):
-        closers = [Token.new_borrow_pos("RBRACE", "", token) for _ in range(count)]
-        trial = ip.copy(deepcopy_values=False)  # type: ignore[no-untyped-call]
-        try:
-            for closer in [*closers, token]:
-                trial.feed_token(closer)
-        except UnexpectedToken:
-            continue
-        for closer in [*closers, token]:
-            ip.feed_token(closer)
-        taken += closers
-        return True
+    repairs = [[_placeholder("RBRACE", token)] * count for count in range(1, depth + 1)]
+    if token.type == "RBRACE":
+        repairs = [_completion(ip, token), *repairs]
+    for repair in repairs:
+        if repair and _fits(ip, [*repair, token]):
+            for each in [*repair, token]:
+                ip.feed_token(each)
+            taken += repair
+            return True
     return False
+
+
+def _fits(ip: InteractiveParser, tokens: list[Token]) -> bool:
+    trial = ip.copy(deepcopy_values=False)  # type: ignore[no-untyped-call]
+    try:
+        for token in tokens:
+            trial.feed_token(token)
+    except UnexpectedToken:
+        return False
+    return True
+
+
+def _completion(ip: InteractiveParser, closing: Token) -> list[Token]:
+    """Placeholders that finish the construct in progress so that `closing` fits."""
+    trial = ip.copy(deepcopy_values=False)  # type: ignore[no-untyped-call]
+    added: list[Token] = []
+    while len(added) < _MAX_PLACEHOLDERS and not _fits(trial, [closing]):
+        accepted = trial.accepts()
+        choice = next((t for t in _PLACEHOLDERS if t in accepted), None)
+        if choice is None:
+            return []
+        added.append(_placeholder(choice, closing))
+        trial.feed_token(added[-1])
+    return added
+
+
+def _placeholder(kind: str, where: Token) -> Token:
+    return Token.new_borrow_pos(kind, "", where)
 
 
 def _skip_characters(ip: InteractiveParser, text: str, position: int) -> None:
@@ -186,7 +213,7 @@ def outline(found: Scan, path: str) -> Outline:
 
 class _Reader:
     def __init__(self, tokens: list[Token], path: str) -> None:
-        self.tokens = [t for t in tokens if t.value or t.type != "RBRACE"]  # closers the scan added
+        self.tokens = tokens
         self.path = path
         self.names: list[Occurrence] = []
         self.open: list[tuple[BlockKind, int, list[Block]]] = []  # kind, index of the header
@@ -199,8 +226,14 @@ class _Reader:
     def read(self) -> Outline:
         tokens = self.tokens
         listing: Role | None = None
+        last = tokens[0] if tokens else None  # the last token written in the file
         for index, token in enumerate(tokens):
             kind = token.type
+            if not token.value:  # a repair of the scan: a closer ends its block at the last real token
+                if kind == "RBRACE" and last is not None:
+                    self._close(last)
+                continue
+            last = token
             before = tokens[index - 1].type if index else ""
             if kind == "ID":
                 role = _ROLE_AFTER.get(before) or (listing if before == "COMMA" else None)
@@ -219,8 +252,8 @@ class _Reader:
                 self._task(index)
             elif kind == "BLOCK_STRING" and token.end_line != token.line:
                 self.texts.append(span_of(token, self.path))
-        while self.open:
-            self._close(tokens[-1])
+        while self.open and last is not None:
+            self._close(last)
         return Outline(tuple(self.names), tuple(self.roots), tuple(self.texts))
 
     def _name(self, role: Role, token: Token) -> None:
@@ -247,7 +280,7 @@ class _Reader:
             return
         kind, header, children = self.open.pop()
         following = self.tokens[header + 1 : header + 3]
-        named = kind != "tasks" and bool(following) and following[0].type == "ID"
+        named = kind != "tasks" and bool(following) and following[0].type == "ID" and bool(following[0].value)
         title = next((t for t in following if t.type in _TEXTS), None)
         selection = span_of(following[0] if named else self.tokens[header], self.path)
         span = span_of(self.tokens[header], self.path).to(span_of(closing, self.path))

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 PACKAGES := todoflow dsl compiler runtime grammars
 TYPECHECK := build/typecheck
 
-.PHONY: setup demo test lint typecheck pytest bench clean
+.PHONY: setup demo test lint typecheck pytest bench clean node-tools editors editor-screenshot
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,7 @@ demo: setup
 		--run-dir build/demo/runs --workspace build/demo/workspace
 	$(BIN)/todoflow status --run-dir build/demo/runs
 
-test: setup lint typecheck pytest
+test: setup lint typecheck pytest editors
 
 lint: setup
 	$(BIN)/ruff check $(PACKAGES) tests bench
@@ -53,6 +53,24 @@ bench: setup
 	$(BIN)/python bench/runtime.py
 	$(BIN)/python bench/mcp.py
 	$(BIN)/python bench/interop.py
+	$(BIN)/python bench/lsp.py
+
+# Editor support: the TextMate grammar against its annotated samples, and the VS Code
+# extension packaged (into build/, never published). The npm tools live in build/node/.
+NPX := npx --prefix=$(CURDIR)/build/node --no
+
+node-tools:
+	.ci/setup-node-tools
+
+editors: node-tools
+	cd editors/vscode && node --check extension.js && $(NPX) vscode-tmgrammar-test 'tests/*.todoflow'
+	cd editors/vscode && $(NPX) vsce package --skip-license --allow-missing-repository \
+		--out $(CURDIR)/build/todoflow-vscode.vsix
+
+# The picture in docs/editors.md: highlighting and a diagnostic, in headless Chromium.
+editor-screenshot: setup
+	.ci/setup-chromium
+	$(BIN)/python editors/screenshot.py editors/screenshot.png
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

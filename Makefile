@@ -30,8 +30,8 @@ demo: setup
 test: setup lint typecheck pytest editors
 
 lint: setup
-	$(BIN)/ruff check $(PACKAGES) tests bench
-	$(BIN)/ruff format --check $(PACKAGES) tests bench
+	$(BIN)/ruff check $(PACKAGES) tests bench editors
+	$(BIN)/ruff format --check $(PACKAGES) tests bench editors
 
 # The packages live in top-level folders mapped into `todoflow.*` by setuptools;
 # mypy reads them through a tree of links laid out as the installed package.

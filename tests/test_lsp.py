@@ -294,6 +294,10 @@ async def test_template_errors_show_at_the_template_line_when_open_else_on_the_p
             ("E0403", 2, 0)
         ]
         assert on_template[0].message.startswith("the template `prompts/revise.j2` uses `resume_from`")
+        # the template is not a workflow: no todoflow keywords in it, no completion
+        assert await session.hover(template_uri, 1, 9) is None  # `tasks` in `{% for t in tasks %}`
+        asked = types.CompletionParams(_doc(template_uri), types.Position(1, 9))
+        assert await session.client.text_document_completion_async(asked) is None
         with anyio.fail_after(TIMEOUT):
             while session.published[uri][-1].diagnostics:
                 await session.wait(uri, None, len(session.published[uri]) + 1)

@@ -11,6 +11,7 @@ is never published. Every other feature reads a `Snapshot` of the current versio
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,13 +85,16 @@ class TodoflowServer(LanguageServer):
                 await asyncio.sleep(quiet)
 
     def _publish(self, snapshot: Snapshot, grouped: dict[str, list[Any]], checks: _Checks) -> None:
-        own = diagnostics.to_lsp(grouped.pop(snapshot.path), snapshot.lines, _uri_of)
+        def uri_of(path: str) -> str:  # an untitled document has a URI but no path
+            return snapshot.uri if path == snapshot.path else _uri_of(path)
+
+        own = diagnostics.to_lsp(grouped.pop(snapshot.path), snapshot.lines, uri_of)
         self._send(snapshot.uri, snapshot.version, own)
         for path in checks.templates - set(grouped):
             self._template(path, snapshot.uri, [])
         for path, found in grouped.items():
             template = self.snapshot(_uri_of(path))
-            self._template(path, snapshot.uri, diagnostics.to_lsp(found, template.lines, _uri_of))
+            self._template(path, snapshot.uri, diagnostics.to_lsp(found, template.lines, uri_of))
         checks.templates = set(grouped)
 
     def _template(self, path: str, owner: str, found: list[types.Diagnostic]) -> None:
@@ -163,6 +167,17 @@ def did_close(ls: TodoflowServer, params: types.DidCloseTextDocumentParams) -> N
     for path in checks.templates:
         ls._template(path, uri, [])
         del ls.template_diagnostics[path][uri]
+
+
+def _workflows_only(handler: Callable[[TodoflowServer, Any], Any]) -> Callable[[TodoflowServer, Any], Any]:
+    """A request about a document that is not a workflow (a prompt template, which the
+    editor sends for its diagnostics) is answered with nothing."""
+
+    @functools.wraps(handler)
+    def answer(ls: TodoflowServer, params: Any) -> Any:
+        return handler(ls, params) if params.text_document.uri in ls.checks else None
+
+    return answer
 
 
 def on_hover(ls: TodoflowServer, params: types.HoverParams) -> types.Hover | None:
@@ -243,20 +258,24 @@ _FEATURES: tuple[tuple[str, Any, Callable[..., Any]], ...] = (
     (types.TEXT_DOCUMENT_DID_CHANGE, None, did_change),
     (types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False), did_save),
     (types.TEXT_DOCUMENT_DID_CLOSE, None, did_close),
-    (types.TEXT_DOCUMENT_HOVER, None, on_hover),
-    (types.TEXT_DOCUMENT_DEFINITION, None, definition),
-    (types.TEXT_DOCUMENT_REFERENCES, None, references),
-    (types.TEXT_DOCUMENT_PREPARE_RENAME, None, prepare_rename),
-    (types.TEXT_DOCUMENT_RENAME, types.RenameOptions(prepare_provider=True), rename),
-    (types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[" ", ","]), complete),
+    (types.TEXT_DOCUMENT_HOVER, None, _workflows_only(on_hover)),
+    (types.TEXT_DOCUMENT_DEFINITION, None, _workflows_only(definition)),
+    (types.TEXT_DOCUMENT_REFERENCES, None, _workflows_only(references)),
+    (types.TEXT_DOCUMENT_PREPARE_RENAME, None, _workflows_only(prepare_rename)),
+    (types.TEXT_DOCUMENT_RENAME, types.RenameOptions(prepare_provider=True), _workflows_only(rename)),
+    (
+        types.TEXT_DOCUMENT_COMPLETION,
+        types.CompletionOptions(trigger_characters=[" ", ","]),
+        _workflows_only(complete),
+    ),
     (
         types.TEXT_DOCUMENT_CODE_ACTION,
         types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
-        code_action,
+        _workflows_only(code_action),
     ),
-    (types.TEXT_DOCUMENT_FORMATTING, None, formatting),
-    (types.TEXT_DOCUMENT_DOCUMENT_SYMBOL, None, document_symbol),
-    (types.TEXT_DOCUMENT_FOLDING_RANGE, None, folding_range),
+    (types.TEXT_DOCUMENT_FORMATTING, None, _workflows_only(formatting)),
+    (types.TEXT_DOCUMENT_DOCUMENT_SYMBOL, None, _workflows_only(document_symbol)),
+    (types.TEXT_DOCUMENT_FOLDING_RANGE, None, _workflows_only(folding_range)),
 )
 
 

@@ -23,6 +23,7 @@ from pygls.uris import from_fs_path, to_fs_path
 from todoflow.dsl.spans import Span
 
 from . import actions, completion, diagnostics, hover, navigation, symbols
+from .outline import Occurrence
 from .snapshot import Snapshot
 
 VERSION = "0.1.0"
@@ -190,42 +191,40 @@ def on_hover(ls: TodoflowServer, params: types.HoverParams) -> types.Hover | Non
     return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, text), where)
 
 
-def definition(ls: TodoflowServer, params: types.DefinitionParams) -> list[types.Location]:
+def _name_at(ls: TodoflowServer, params: Any) -> tuple[Snapshot, Occurrence | None]:
+    """The document of a request and the name at its position, if any."""
     snapshot = ls.snapshot(params.text_document.uri)
-    names = snapshot.outline.names
-    at = navigation.name_at(names, snapshot.lines.point(params.position))
-    if at is None:
-        return []
-    return [types.Location(snapshot.uri, _range(snapshot, n.span)) for n in navigation.definitions(names, at)]
+    return snapshot, navigation.name_at(snapshot.outline.names, snapshot.lines.point(params.position))
 
 
-def references(ls: TodoflowServer, params: types.ReferenceParams) -> list[types.Location]:
-    snapshot = ls.snapshot(params.text_document.uri)
-    names = snapshot.outline.names
-    at = navigation.name_at(names, snapshot.lines.point(params.position))
-    if at is None:
-        return []
-    found = navigation.references(names, at, params.context.include_declaration)
+def _locations(snapshot: Snapshot, found: list[Occurrence]) -> list[types.Location]:
     return [types.Location(snapshot.uri, _range(snapshot, n.span)) for n in found]
 
 
+def definition(ls: TodoflowServer, params: types.DefinitionParams) -> list[types.Location]:
+    snapshot, at = _name_at(ls, params)
+    return _locations(snapshot, navigation.definitions(snapshot.outline.names, at) if at else [])
+
+
+def references(ls: TodoflowServer, params: types.ReferenceParams) -> list[types.Location]:
+    snapshot, at = _name_at(ls, params)
+    declaration = params.context.include_declaration
+    return _locations(snapshot, navigation.references(snapshot.outline.names, at, declaration) if at else [])
+
+
 def prepare_rename(ls: TodoflowServer, params: types.PrepareRenameParams) -> types.Range | None:
-    snapshot = ls.snapshot(params.text_document.uri)
-    at = navigation.name_at(snapshot.outline.names, snapshot.lines.point(params.position))
+    snapshot, at = _name_at(ls, params)
     target = navigation.renamable(at)
     return _range(snapshot, target.span) if target else None
 
 
 def rename(ls: TodoflowServer, params: types.RenameParams) -> types.WorkspaceEdit | None:
-    snapshot = ls.snapshot(params.text_document.uri)
-    names = snapshot.outline.names
-    at = navigation.renamable(navigation.name_at(names, snapshot.lines.point(params.position)))
-    if at is None:
+    snapshot, at = _name_at(ls, params)
+    target = navigation.renamable(at)
+    if target is None:
         return None
-    edits = [
-        types.TextEdit(_range(snapshot, n.span), params.new_name)
-        for n in navigation.rename(names, at, params.new_name)
-    ]
+    found = navigation.rename(snapshot.outline.names, target, params.new_name)
+    edits = [types.TextEdit(_range(snapshot, n.span), params.new_name) for n in found]
     return types.WorkspaceEdit(changes={snapshot.uri: edits})
 
 

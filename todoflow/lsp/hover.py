@@ -39,7 +39,7 @@ class _Placed(NamedTuple):
 
 def hover(snapshot: Snapshot, point: tuple[int, int]) -> tuple[str, tuple[int, int, int, int]] | None:
     """Markdown for the construct at `point`, and the span it describes."""
-    token = token_at(snapshot, point)
+    token = _token_at(snapshot, point)
     if token is None:
         return None
     span = span_of(token, snapshot.path)
@@ -70,7 +70,7 @@ def hover(snapshot: Snapshot, point: tuple[int, int]) -> tuple[str, tuple[int, i
     return (_step(workflow, placed_step), where) if placed_step else None
 
 
-def token_at(snapshot: Snapshot, point: tuple[int, int]) -> Token | None:
+def _token_at(snapshot: Snapshot, point: tuple[int, int]) -> Token | None:
     for token in snapshot.scan.tokens:
         if token.value and contains(span_of(token, snapshot.path), point):
             return token

@@ -3,11 +3,13 @@
 An author's file is broken most of the time they are typing in it, and navigation,
 rename, completion, the outline and folding must keep working. `scan` drives the
 grammar's own LALR parser (through the project's contextual lexer, so a word is a
-keyword or a name exactly as the compiler reads it) one token at a time and, at a
-token it cannot take, first tries closing the blocks that are still open (the usual
-mistake: a forgotten `}`), then drops the token. `outline` turns the tokens it
-accepted into the names written in the file, each with its role, and the blocks that
-nest them. For a file that parses, the tokens are exactly the parser's.
+keyword or a name exactly as the compiler reads it) one token at a time. At a token it
+cannot take, it repairs the input the way an author most likely meant: it closes the
+blocks still open when that lets the token in (a forgotten `}`), and before a `}` it
+finishes the construct in progress with placeholder tokens (a task cut short before its
+`=> "..."`); otherwise it drops the token. `outline` turns the tokens it accepted into
+the names written in the file, each with its role, and the blocks that nest them. For a
+file that parses, the tokens are exactly the parser's.
 """
 
 from __future__ import annotations
@@ -86,13 +88,12 @@ class Outline(NamedTuple):
 
 
 class Scan(NamedTuple):
-    tokens: list[Token]  # the tokens the parser took, in order
-    comments: list[Token]
+    tokens: list[Token]  # the tokens the parser took, in order; repairs have no text
     parser: InteractiveParser  # its state after the last token read
 
 
 _BUILDER = Builder()
-_COMMENTS: list[Token] = []
+_COMMENTS: list[Token] = []  # the parser hands comments to a list; the scan needs none
 _PARSER: list[lark.Lark] = []
 _KEYWORDS: dict[str, str] = {}
 
@@ -132,8 +133,8 @@ def scan(text: str, stop: int | None = None) -> Scan:
             break
         if _take(ip, token, taken):
             taken.append(token)
-    comments = [c for c in _COMMENTS if stop is None or (c.start_pos or 0) < stop]
-    return Scan(taken, comments, ip)
+    _COMMENTS.clear()
+    return Scan(taken, ip)
 
 
 def _lex(ip: InteractiveParser) -> Iterator[Token]:

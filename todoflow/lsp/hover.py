@@ -18,6 +18,7 @@ from todoflow.compiler.checklist import describe as describe_task
 from todoflow.compiler.checklist import resolve_checklist
 from todoflow.compiler.ordering import order_tasks
 from todoflow.dsl import ast
+from todoflow.dsl.spans import Span
 
 from . import keywords
 from .outline import keyword_types, span_of
@@ -37,13 +38,12 @@ class _Placed(NamedTuple):
     route: ast.Route | None
 
 
-def hover(snapshot: Snapshot, point: tuple[int, int]) -> tuple[str, tuple[int, int, int, int]] | None:
-    """Markdown for the construct at `point`, and the span it describes."""
+def hover(snapshot: Snapshot, point: tuple[int, int]) -> tuple[str, Span] | None:
+    """Markdown for the construct at `point`, and the span of the word it is about."""
     token = _token_at(snapshot, point)
     if token is None:
         return None
-    span = span_of(token, snapshot.path)
-    where = (span.line, span.column, span.end_line, span.end_column)
+    where = span = span_of(token, snapshot.path)
     if token.type in keyword_types():
         before = _before(snapshot, token)
         entry = keywords.describe(str(token), before)

@@ -186,9 +186,8 @@ def on_hover(ls: TodoflowServer, params: types.HoverParams) -> types.Hover | Non
     found = hover.hover(snapshot, snapshot.lines.point(params.position))
     if found is None:
         return None
-    text, (line, column, end_line, end_column) = found
-    where = _range(snapshot, Span(snapshot.path, line, column, end_line, end_column))
-    return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, text), where)
+    text, span = found
+    return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, text), _range(snapshot, span))
 
 
 def _name_at(ls: TodoflowServer, params: Any) -> tuple[Snapshot, Occurrence | None]:

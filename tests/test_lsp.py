@@ -545,13 +545,17 @@ async def test_code_actions_fix_a_misspelt_keyword_a_missing_brace_and_a_duplica
             return out
 
         async def apply(edits: list[types.TextEdit]) -> list[types.Diagnostic]:
-            new = _apply(session.texts[uri], edits)
-            session.texts[uri] = new
-            version = session.edit(uri, *_whole(text if session.versions[uri] == 1 else previous[0]), new)
-            previous[0] = new
+            """Apply a fix as an editor does: each edit a change, the last in the file first."""
+            session.texts[uri] = _apply(session.texts[uri], edits)
+            for edit in sorted(
+                edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True
+            ):
+                start, end = edit.range.start, edit.range.end
+                version = session.edit(
+                    uri, (start.line, start.character), (end.line, end.character), edit.new_text
+                )
             return await session.wait(uri, version)
 
-        previous = [text]
         assert sorted(d.code for d in shown) == ["E0001", "E0002"]
         offered = await fixes(shown)
         assert set(offered) == {"Change to `description`", "Add the missing `}`"}

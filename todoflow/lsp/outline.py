@@ -145,9 +145,12 @@ def _take(ip: InteractiveParser, token: Token, taken: list[Token]) -> bool:
     """Feed a token, repairing the input first if that lets it in: close the blocks
     still open (a forgotten `}`), or, for a `}`, finish the construct it cuts short
     (a task without its `=> "..."`). Repairs are tokens with no text."""
-    if _fits(ip, [token]):
-        ip.feed_token(token)
-        return True
+    if token.type in ip.choices():  # type: ignore[no-untyped-call]
+        try:  # a token the state has an action for is nearly always taken: feed it without a trial
+            ip.feed_token(token)
+            return True
+        except UnexpectedToken:
+            pass
     depth = sum(1 if t.type == "LBRACE" else -1 if t.type == "RBRACE" else 0 for t in taken)
     repairs = [[_placeholder("RBRACE", token)] * count for count in range(1, depth + 1)]
     if token.type == "RBRACE":

@@ -20,6 +20,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
+from todoflow.dsl.diagnostics import Diagnostic
 from todoflow.dsl.spans import Span
 
 from . import actions, completion, diagnostics, hover, navigation, symbols
@@ -85,26 +86,27 @@ class TodoflowServer(LanguageServer):
             while (quiet := checks.changed + DEBOUNCE - loop.time()) > 0:
                 await asyncio.sleep(quiet)
 
-    def _publish(self, snapshot: Snapshot, grouped: dict[str, list[Any]], checks: _Checks) -> None:
+    def _publish(self, snapshot: Snapshot, grouped: dict[str, list[Diagnostic]], checks: _Checks) -> None:
         def uri_of(path: str) -> str:  # an untitled document has a URI but no path
             return snapshot.uri if path == snapshot.path else _uri_of(path)
 
         own = diagnostics.to_lsp(grouped.pop(snapshot.path), snapshot.lines, uri_of)
-        self._send(snapshot.uri, snapshot.version, own)
+        self.publish_to(snapshot.uri, snapshot.version, own)
         for path in checks.templates - set(grouped):
-            self._template(path, snapshot.uri, [])
+            self.on_template(path, snapshot.uri, [])
         for path, found in grouped.items():
             template = self.snapshot(_uri_of(path))
-            self._template(path, snapshot.uri, diagnostics.to_lsp(found, template.lines, uri_of))
+            self.on_template(path, snapshot.uri, diagnostics.to_lsp(found, template.lines, uri_of))
         checks.templates = set(grouped)
 
-    def _template(self, path: str, owner: str, found: list[types.Diagnostic]) -> None:
+    def on_template(self, path: str, owner: str, found: list[types.Diagnostic]) -> None:
+        """Publish on a template what one workflow reports there, beside the others'."""
         shown = self.template_diagnostics.setdefault(path, {})
         shown[owner] = found
         merged = [d for each in shown.values() for d in each]
-        self._send(_uri_of(path), None, merged)
+        self.publish_to(_uri_of(path), None, merged)
 
-    def _send(self, uri: str, version: int | None, found: list[types.Diagnostic]) -> None:
+    def publish_to(self, uri: str, version: int | None, found: list[types.Diagnostic]) -> None:
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=found, version=version)
         )
@@ -164,9 +166,9 @@ def did_close(ls: TodoflowServer, params: types.DidCloseTextDocumentParams) -> N
         return
     if checks.task is not None:
         checks.task.cancel()
-    ls._send(uri, None, [])
+    ls.publish_to(uri, None, [])
     for path in checks.templates:
-        ls._template(path, uri, [])
+        ls.on_template(path, uri, [])
         del ls.template_diagnostics[path][uri]
 
 

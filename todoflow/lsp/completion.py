@@ -15,15 +15,14 @@ import re
 from lark import Token
 from lsprotocol import types
 
+from todoflow.dsl.wording import PROMPT_KINDS
+
 from . import keywords
 from .outline import Occurrence, keyword_types, kind_of_list, scan
 from .snapshot import Snapshot
 
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
 _LINE_PIECES = re.compile(r'"""|"(?:[^"\\]|\\.)*"|#|"')
-_PROMPT_KINDS = frozenset(
-    {"ORCHESTRATOR_SYSTEM", "ORCHESTRATOR_USER", "INTAKE", "WORK", "REVISE", "SUB_AGENT"}
-)
 
 
 def complete(snapshot: Snapshot, point: tuple[int, int]) -> list[types.CompletionItem]:
@@ -58,7 +57,7 @@ def _in_string_or_comment(text: str, offset: int) -> bool:
 
 def _keyword(name: str, word: str, replace: types.Range) -> types.CompletionItem:
     entry = keywords.describe(word)
-    kind = types.CompletionItemKind.EnumMember if name in _PROMPT_KINDS else types.CompletionItemKind.Keyword
+    kind = types.CompletionItemKind.EnumMember if name in PROMPT_KINDS else types.CompletionItemKind.Keyword
     return types.CompletionItem(
         label=word,
         kind=kind,

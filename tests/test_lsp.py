@@ -310,34 +310,33 @@ async def test_template_errors_show_at_the_template_line_when_open_else_on_the_p
         assert session.published[uri][-1].diagnostics[0].range.start.line == 3
 
 
-async def test_hover_on_a_task_shows_its_position_after_ordering_and_its_constraints() -> None:
+async def _hovers(*spots: tuple[str, int]) -> list[str | None]:
+    """Hover over the release fixture at each (text, shift): the first occurrence of the
+    text, `shift` characters into it."""
     path = LSP / "release.todoflow"
     text = path.read_text()
     async with editor() as session:
         uri, _ = await session.opened(path)
-        tag = await session.hover(uri, *_at(text, "tag:"))
-        announce = await session.hover(uri, *_at(text, '"Announce', shift=3))
-        build_ref = await session.hover(uri, *_at(text, "after build", shift=7))
-    assert tag is not None and announce is not None and build_ref is not None
+        return [await session.hover(uri, *_at(text, needle, shift=shift)) for needle, shift in spots]
+
+
+async def test_hover_on_a_task_shows_its_position_after_ordering_and_its_constraints() -> None:
+    tag, announce, build_ref = await _hovers(("tag:", 0), ('"Announce', 3), ("after build", 7))
     assert tag == (
         "**task `tag`** — position **3** of 4 in step `ship`\n\n"
         "written 1st, moved later: it needs task `notes`\n\n"
         "constraints:\n- Never push to main directly"
     )
     assert announce == '**task 4 ("Announce on the mailing list")** — position **4** of 4 in step `ship`'
+    assert build_ref is not None
     assert build_ref.startswith("**task `build`** — position **1** of 4 in step `ship`\n\n")
     assert "written 2nd, comes earlier, as the tasks before it moved" in build_ref
 
 
 async def test_hover_on_a_step_shows_its_resolved_llm_next_and_expected_files() -> None:
-    path = LSP / "release.todoflow"
-    text = path.read_text()
-    async with editor() as session:
-        uri, _ = await session.opened(path)
-        prepare = await session.hover(uri, *_at(text, "prepare"))
-        ship = await session.hover(uri, *_at(text, "ship"))
-        sub = await session.hover(uri, *_at(text, "build-artifacts"))
-        route = await session.hover(uri, *_at(text, "route build", shift=7))
+    prepare, ship, sub, route = await _hovers(
+        ("prepare", 0), ("ship", 0), ("build-artifacts", 0), ("route build", 7)
+    )
     assert prepare is not None and ship is not None and sub is not None
     assert '- LLM: `vertex` `"gemini-2.5-pro"` (workflow default, line 3)' in prepare
     assert "- conditional LLM: none set: the runtime's default" in prepare
@@ -352,19 +351,12 @@ async def test_hover_on_a_step_shows_its_resolved_llm_next_and_expected_files() 
 
 
 async def test_hover_on_a_keyword_says_what_it_becomes_in_plan_json() -> None:
-    path = LSP / "release.todoflow"
-    text = path.read_text()
-    async with editor() as session:
-        uri, _ = await session.opened(path)
-        description = await session.hover(uri, *_at(text, "description"))
-        expect = await session.hover(uri, *_at(text, "expect file"))
-        llm = await session.hover(uri, *_at(text, "llm vertex"))
-        nothing = await session.hover(uri, *_at(text, '"Release 2.0"', shift=3))
-    assert description == "`description TEXT` — what the step does\n\nemitted as `description` in plan.json"
-    assert (
-        expect is not None
-        and "`validation_schema.files[] {file_name, must_exist: true}` in plan.json" in expect
+    description, expect, llm, nothing = await _hovers(
+        ("description", 0), ("expect file", 0), ("llm vertex", 0), ('"Release 2.0"', 3)
     )
+    assert description == "`description TEXT` — what the step does\n\nemitted as `description` in plan.json"
+    assert expect is not None
+    assert "`validation_schema.files[] {file_name, must_exist: true}` in plan.json" in expect
     assert llm is not None and "`agent_configs.execution_llm {provider, model_id}` in step_config.json" in llm
     assert nothing is None
 

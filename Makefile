@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 PACKAGES := todoflow dsl compiler runtime grammars
 TYPECHECK := build/typecheck
 
-.PHONY: setup demo test lint typecheck pytest bench screenshots clean
+.PHONY: setup demo test lint typecheck pytest bench screenshots clean node-tools editors editor-screenshot
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,11 +35,11 @@ demo: setup
 	$(BIN)/todoflow log $$(ls -t build/demo/runs | head -1) --run-dir build/demo/runs
 	$(BIN)/todoflow learnings list --learnings build/demo/learnings
 
-test: setup lint typecheck pytest
+test: setup lint typecheck pytest editors
 
 lint: setup
-	$(BIN)/ruff check $(PACKAGES) tests bench
-	$(BIN)/ruff format --check $(PACKAGES) tests bench
+	$(BIN)/ruff check $(PACKAGES) tests bench editors
+	$(BIN)/ruff format --check $(PACKAGES) tests bench editors
 
 # The packages live in top-level folders mapped into `todoflow.*` by setuptools;
 # mypy reads them through a tree of links laid out as the installed package.
@@ -63,10 +63,28 @@ bench: setup
 	$(BIN)/python -m bench.resume
 	$(BIN)/python -m bench.mcp_step
 	$(BIN)/python -m bench.interop
+	$(BIN)/python -m bench.lsp
 
 # the pictures in docs/images: the release example's plan canvas and run card, drawn by Chromium
 screenshots: setup
 	$(BIN)/python -m tests.screenshots docs/images
+
+# Editor support: the TextMate grammar against its annotated samples, and the VS Code
+# extension packaged (into build/, never published). The npm tools live in build/node/.
+NPX := npx --prefix=$(CURDIR)/build/node --no
+
+node-tools:
+	.ci/setup-node-tools
+
+editors: node-tools
+	cd editors/vscode && node --check extension.js && $(NPX) vscode-tmgrammar-test 'tests/*.todoflow'
+	cd editors/vscode && $(NPX) vsce package --skip-license --allow-missing-repository \
+		--out $(CURDIR)/build/todoflow-vscode.vsix
+
+# The picture in docs/editors.md: highlighting and a diagnostic, in headless Chromium.
+editor-screenshot: setup
+	.ci/setup-chromium
+	$(BIN)/python editors/screenshot.py editors/screenshot.png
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

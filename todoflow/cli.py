@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -102,12 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.add_argument("--write", action="store_true", help="apply the changes (default: only list them)")
 
     runs.add_parsers(commands)
+    commands.add_parser("lsp", help="run the language server for editors (stdio)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    commands = {
+    commands: dict[str, Callable[[], int]] = {
         "check": lambda: _check(args.files, args.format),
         "fmt": lambda: _fmt(args.files, args.check),
         "compile": lambda: _compile(args.file, args.output),
@@ -118,6 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "serve": lambda: runs.serve(args),
         "log": lambda: runs.log(args),
         "learnings": lambda: runs.learnings(args),
+        "lsp": _lsp,
         "decompile": lambda: _decompile(args),
         "migrate": lambda: _migrate(args),
     }
@@ -280,6 +282,18 @@ def _migrate(args: argparse.Namespace) -> int:
         return EXIT_OK
     apply(migration)
     print(f"migrated {plan}" + (f" and {config}" if config and config in migration.files else ""))
+    return EXIT_OK
+
+
+def _lsp() -> int:
+    try:
+        import pygls  # noqa: F401
+    except ImportError:
+        print("todoflow: error: `todoflow lsp` needs pygls: pip install 'todoflow[lsp]'", file=sys.stderr)
+        return EXIT_USAGE
+    from todoflow.lsp.server import serve
+
+    serve()
     return EXIT_OK
 
 

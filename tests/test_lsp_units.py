@@ -88,3 +88,17 @@ def test_no_text_makes_the_outline_hover_or_completion_raise(text: str) -> None:
             completion.complete(snapshot, (line, column))
     for name in names:
         assert 1 <= name.span.line <= len(lines)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'workflow w "W" {\n    max_turns#60\n    regular a "A" {\n    }\n}\n',  # hypothesis found it
+        'workflow w "W" {\n  regular a "A" {\n    description#x\n  }\n}\n',
+    ],
+)
+def test_a_missing_number_or_string_is_stood_in_for_with_a_value_the_builder_takes(text: str) -> None:
+    snapshot = Snapshot("file:///m.todoflow", "/m.todoflow", 1, text, UTF16)
+    assert snapshot.outline.names is not None
+    hover.hover(snapshot, (2, 5))
+    completion.complete(snapshot, (2, 5))

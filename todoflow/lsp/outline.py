@@ -188,8 +188,12 @@ def _completion(ip: InteractiveParser, closing: Token) -> list[Token]:
     return added
 
 
+# what a placeholder holds: a value the AST builder's callbacks accept (`int("")` does not)
+_VALUES = {"INT": "0", "STRING": '""'}
+
+
 def _placeholder(kind: str, where: Token) -> Token:
-    return Token.new_borrow_pos(kind, "", where)
+    return Token.new_borrow_pos(kind, _VALUES.get(kind, ""), where)
 
 
 def _skip_characters(ip: InteractiveParser, text: str, position: int) -> None:

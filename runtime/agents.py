@@ -22,6 +22,7 @@ from todoflow.compiler.files import write_atomically
 from todoflow.dsl.diagnostics import TodoflowError
 
 from .directive import Directive
+from .llm_choice import Usage
 from .replies import TELEPORT
 from .workspace import confined
 
@@ -46,6 +47,10 @@ class Agent(Protocol):
 
     def applied(self) -> None:
         """The last reply was applied."""
+        ...
+
+    def spent(self) -> list[Usage]:
+        """The model calls made since last asked (the driver journals them)."""
         ...
 
 
@@ -142,6 +147,9 @@ class ScriptedAgent:
                 f"the script expected its reply to be refused ({expected!r}), but it was applied"
             )
 
+    def spent(self) -> list[Usage]:
+        return []  # a script calls no model
+
     def unused(self, directive: Directive) -> int:
         """How many replies are left when the run completes (a script that drifted)."""
         return sum(len(turn) for turn in self.turns[directive.state.agent_replies :])
@@ -183,6 +191,9 @@ class HumanAgent:
 
     def applied(self) -> None:
         """Nothing to check: a person answers what they see."""
+
+    def spent(self) -> list[Usage]:
+        return []
 
     def reply(self, directive: Directive) -> Answer:
         if directive.node == "intake":

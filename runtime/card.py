@@ -78,6 +78,7 @@ def card_data(
         "step": {"id": step.id, "title": step.title, "kind": step.kind} if step else None,
         "completed_steps": list(state.completed_steps),
         "status": status or directive.status(driven=False),
+        "tokens": {"prompt": state.tokens[0], "completion": state.tokens[1]},
         "current": None if directive.completed else "checklist" if state.node == "intake" else "work",
         "checklist": checklist,
         "prepare": {

@@ -159,14 +159,31 @@ class Directive:
 
     def prompt(self) -> str:
         """The rendered prompt of the current node ('' once the workflow is complete)."""
+        parts = self.prompt_parts()
+        return "\n".join(text.rstrip("\n") + "\n" for _, text in parts) if parts else ""
+
+    def system_prompt(self) -> str | None:
+        """A todo_task step's `orchestrator_system` template: the standing instructions of
+        its orchestrator at every node (None for a regular step)."""
+        if self.step is None or self.completed or self.step.kind != "todo_task":
+            return None
+        return render(
+            self.step.template("orchestrator_system"), "orchestrator_system", self.step, self.context()
+        )
+
+    def prompt_parts(self) -> list[tuple[str, str]]:
+        """The prompt as (kind, text) parts: an orchestrator's turn is its
+        `orchestrator_system`, `orchestrator_user` and `work` templates, which an LLM agent
+        sends as a system message and a user message."""
         if self.step is None or self.completed:
-            return ""
+            return []
         if self.node == "delegated":
-            return self._sub_agent_prompt()
+            return [("sub_agent", self._sub_agent_prompt())]
         context = self.context()
         kinds = ("orchestrator_system", "orchestrator_user", "work") if self.orchestrated else (self.node,)
-        parts = [render(self.step.template(kind), kind, self.step, context) for kind in kinds]
-        return _bounded("\n".join(part.rstrip("\n") + "\n" for part in parts), self.step)
+        parts = [(kind, render(self.step.template(kind), kind, self.step, context)) for kind in kinds]
+        _bounded("".join(text for _, text in parts), self.step)
+        return parts
 
     def context(self) -> dict[str, Any]:
         assert self.step is not None

@@ -40,7 +40,10 @@ def drive(engine: Engine, agent: Agent, out: TextIO, show_prompts: bool = False)
             by = "caller"
         else:
             answer = agent.reply(directive)
+        usage = agent.spent()
         if isinstance(answer, Stop):
+            if usage:
+                engine.record_usage(directive.attempt_id, usage)
             out.write(f"stopped: {answer.reason}\n")
             return "stopped"
         blocked = answer if isinstance(answer, Blocked) else None
@@ -50,7 +53,7 @@ def drive(engine: Engine, agent: Agent, out: TextIO, show_prompts: bool = False)
         if blocked is not None:
             answer = _block(directive, blocked.reason)
         try:
-            directive = engine.step(directive.attempt_id, answer, by)
+            directive = engine.step(directive.attempt_id, answer, by, usage)
         except Refusal as refusal:
             out.write(f"refused: {refusal.reason}\n")
             if not agent.refused(refusal.reason):

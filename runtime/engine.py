@@ -12,7 +12,7 @@ back with the reason and the current directive.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +21,10 @@ from todoflow.dsl.nodes import replace
 
 from . import orchestrator
 from .directive import Directive
-from .entries import Confirm, Entry, RaiseTurns, Revise, SubmitTasks, Teleport
+from .entries import Confirm, Entry, LlmCall, RaiseTurns, Revise, SubmitTasks, Teleport
 from .events import todos
 from .learnings import Learnings
-from .llm_choice import LlmChoices
+from .llm_choice import LlmChoices, Usage
 from .plan import Task
 from .replies import (
     CompleteReply,
@@ -44,7 +44,7 @@ from .replies import (
     parse_reply,
 )
 from .state import ProcessState, attempt_id, leave, settle
-from .store import DamagedRun, Store
+from .store import Applied, DamagedRun, Store
 from .workspace import missing
 
 Clock = Callable[[], str]
@@ -122,8 +122,14 @@ class Engine:
                 )
             return todos(step, state)
 
-    def step(self, attempt: str, data: Mapping[str, Any], by: str = "agent") -> Directive:
-        """Apply one reply (or todo tool call); returns the next directive, or raises `Refusal`."""
+    def step(
+        self, attempt: str, data: Mapping[str, Any], by: str = "agent", usage: Sequence[Usage] = ()
+    ) -> Directive:
+        """Apply one reply (or todo tool call); returns the next directive, or raises `Refusal`.
+
+        `usage` holds the model calls that produced the reply: they are journaled before
+        it, in the same write, and on their own if the reply is refused (what was spent
+        was spent), so a refusal after model calls hands out a new attempt id."""
         with self.store.locked() as state:
             if state.finished:
                 raise Refusal("the run is complete; there is nothing to reply to", self._directive(state))
@@ -131,16 +137,54 @@ class Engine:
             if attempt != current:
                 reason = f"attempt `{attempt}` is stale or used; the current attempt is `{current}`"
                 raise Refusal(reason, self._directive(state))
+            spent, before = self._calls(state, usage)
             try:
-                step = self.plan.step(state.step_id or "")
-                reply = parse_reply(state.node, data, orchestrated=step.kind == "todo_task")
-                entry = self._entry(state, reply, by)
-                settled = settle(self.plan, state, entry)
+                step = self.plan.step(before.step_id or "")
+                reply = parse_reply(before.node, data, orchestrated=step.kind == "todo_task")
+                entry = self._entry(before, reply, by)
+                settled = settle(self.plan, before, entry)
                 if settled.step_complete:
                     self._check_outputs(settled)
             except InvalidReply as invalid:
-                raise Refusal(invalid.reason, self._directive(state)) from None
-            return self._commit(entry, state, settled)
+                if spent:
+                    self.store.commit(spent, before)
+                raise Refusal(invalid.reason, self._directive(before)) from None
+            after = leave(self.plan, settled, entry.at)
+            self.store.commit([*spent, Applied(before, settled, entry)], after)
+            return self._directive(after)
+
+    def _calls(self, state: ProcessState, usage: Sequence[Usage]) -> tuple[list[Applied], ProcessState]:
+        """The model calls as journal entries, folded into the state."""
+        applied = []
+        for call in usage:
+            entry = LlmCall(
+                state.seq + 1,
+                self.clock(),
+                "driver",
+                state.step_id or "",
+                call.agent,
+                call.llm.provider,
+                call.llm.model_id,
+                call.rule,
+                call.prompt_tokens,
+                call.completion_tokens,
+                call.latency_ms,
+            )
+            settled = settle(self.plan, state, entry)
+            applied.append(Applied(state, settled, entry))
+            state = settled
+        return applied, state
+
+    def record_usage(self, attempt: str, usage: Sequence[Usage]) -> Directive:
+        """Journal model calls that led to no reply (an agent that stopped)."""
+        with self.store.locked() as state:
+            if attempt != attempt_id(self.process_id, state.seq) or state.finished:
+                raise Refusal(
+                    "the model calls belong to a directive that no longer stands", self._directive(state)
+                )
+            spent, after = self._calls(state, usage)
+            self.store.commit(spent, after)
+            return self._directive(after)
 
     def raise_turns(self, attempt: str, execution_max_turns: int) -> Directive:
         """Raise the current step's bound on orchestrator turns (the caller's decision,
@@ -163,7 +207,7 @@ class Engine:
 
     def _commit(self, entry: Entry, state: ProcessState, settled: ProcessState) -> Directive:
         after = leave(self.plan, settled, entry.at)
-        self.store.commit(entry, state, settled, after)
+        self.store.commit([Applied(state, settled, entry)], after)
         return self._directive(after)
 
     def _directive(self, state: ProcessState) -> Directive:

@@ -198,6 +198,25 @@ class RaiseTurns:
     execution_max_turns: int
 
 
+@node
+class LlmCall:
+    """One call of a model by the LLM agent (the driver's record): who asked, which model
+    the selection rules chose and by which rule, and what it cost. No node moves."""
+
+    TYPE: ClassVar[str] = "llm_call"
+    seq: int
+    at: str
+    by: By
+    step: str
+    agent: str  # `orchestrator`, a route id, or `generic`
+    provider: str
+    model_id: str
+    rule: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: int
+
+
 GENERIC = "generic"  # the agent of a delegation without a route
 ORCHESTRATOR = "orchestrator"
 
@@ -213,6 +232,7 @@ Entry: TypeAlias = (
     | CreateTodo
     | UpdateTodo
     | RaiseTurns
+    | LlmCall
 )
 KINDS: dict[str, type[Any]] = {
     kind.TYPE: kind
@@ -228,6 +248,7 @@ KINDS: dict[str, type[Any]] = {
         CreateTodo,
         UpdateTodo,
         RaiseTurns,
+        LlmCall,
     )
 }
 

@@ -19,6 +19,7 @@ from .entries import (
     CreateTodo,
     Delegate,
     Entry,
+    LlmCall,
     RaiseTurns,
     Revise,
     SubAgentDone,
@@ -137,6 +138,17 @@ def entry_events(
         case RaiseTurns():
             event(
                 "TodoTaskTurnsRaised", execution_max_turns=entry.execution_max_turns, turns_used=before.turns
+            )
+        case LlmCall():
+            event(
+                "LLMCallCompleted",
+                agent=entry.agent,
+                provider=entry.provider,
+                model_id=entry.model_id,
+                rule=entry.rule,
+                prompt_tokens=entry.prompt_tokens,
+                completion_tokens=entry.completion_tokens,
+                latency_ms=entry.latency_ms,
             )
     if settled.step_complete:
         name = "TodoTaskStepCompleted" if step.kind == "todo_task" else "StepCompleted"

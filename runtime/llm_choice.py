@@ -36,6 +36,18 @@ class Selection:
     # `default`, or `none`
 
 
+@node
+class Usage:
+    """One model call an agent made: journaled by the driver (an `LlmCall` entry)."""
+
+    agent: str  # `orchestrator`, a route id, or `generic`
+    llm: Llm
+    rule: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: int
+
+
 def select_llm(kind: AgentKind, configs: AgentConfigs, choices: LlmChoices) -> Selection:
     if kind == "conditional" and configs.conditional_llm is not None:
         return Selection(configs.conditional_llm, "step conditional_llm")

@@ -22,6 +22,7 @@ from .entries import (
     CreateTodo,
     Delegate,
     Entry,
+    LlmCall,
     RaiseTurns,
     Revise,
     SubAgentDone,
@@ -142,12 +143,19 @@ def _add(
                 found.setdefault("updates", []).append(update)
         case RaiseTurns():
             found.setdefault("caller", []).append({"raise_turns": entry.execution_max_turns})
+        case LlmCall():
+            call = {k: v for k, v in to_json(entry).items() if k not in ("seq", "by", "step", "type")}
+            found.setdefault("llm_calls", []).append(call)
 
 
 def _iteration(before: ProcessState, settled: ProcessState, entry: Entry) -> int:
     """The orchestrator turn an entry belongs to: its own, or the delegation's it answers."""
     if isinstance(entry, SubmitTasks):
         return 0
+    if isinstance(entry, LlmCall):  # a model call prepares the turn it answers with
+        if entry.agent != ORCHESTRATOR and before.delegation is not None:
+            return before.delegation.iteration
+        return 0 if before.node == "intake" else before.turns + 1
     if actor(entry, before) != ORCHESTRATOR and before.delegation is not None:
         return before.delegation.iteration
     if isinstance(entry, RaiseTurns):
@@ -211,6 +219,10 @@ def _iteration_text(iteration: Mapping[str, Any]) -> list[str]:
     if validation is not None:
         verdict = "passed" if validation["passed"] else f"failed — {validation['reason']}"
         out.append(f"   prevalidation: {verdict}")
+    for call in iteration.get("llm_calls", []):
+        tokens = f"{call['prompt_tokens']}+{call['completion_tokens']} tokens"
+        model = f"{call['provider']}:{call['model_id']} ({call['rule']})"
+        out.append(f"   model: {call['agent']} asked {model}, {tokens}")
     if "learning_id" in iteration:
         out.append(f"   learning recorded: {iteration['learning_id']}")
     if "after" in iteration:

@@ -34,6 +34,7 @@ from .replies import (
     UpdateTodo,
     WorkReply,
 )
+from .schemas import model_properties
 from .service import LIMITS, ServeError, TodoService, Workflows
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
@@ -70,32 +71,6 @@ class ReadyTask(BaseModel):
     )
 
 
-def _properties(model: type[BaseModel]) -> tuple[dict[str, Any], list[str]]:
-    """A model's properties as a tool's input schema shows them: references inlined, no
-    titles, a description on the property itself (not inside an `anyOf` branch)."""
-    schema = model.model_json_schema()
-    definitions = schema.get("$defs", {})
-    properties = {name: _clean(value, definitions) for name, value in schema["properties"].items()}
-    return properties, list(schema.get("required", []))
-
-
-def _clean(value: Any, definitions: dict[str, Any]) -> Any:
-    if isinstance(value, dict):
-        if "$ref" in value:
-            value = {
-                **definitions[value["$ref"].rsplit("/", 1)[-1]],
-                **{k: v for k, v in value.items() if k != "$ref"},
-            }
-        out = {k: _clean(v, definitions) for k, v in value.items() if k not in ("title", "$defs")}
-        for branch in out.get("anyOf", []):  # hoist a branch's description to the property
-            if isinstance(branch, dict) and "description" in branch:
-                out.setdefault("description", branch.pop("description"))
-        return out
-    if isinstance(value, list):
-        return [_clean(item, definitions) for item in value]
-    return value
-
-
 def _text(description: str, limit: int) -> dict[str, Any]:
     return {"type": "string", "maxLength": limit, "description": description}
 
@@ -120,7 +95,7 @@ def step_schema() -> dict[str, Any]:
     properties: dict[str, Any] = dict(PROCESS)
     used: dict[str, list[str]] = {}
     for node, model in STEP_REPLIES:
-        fields, _ = _properties(model)
+        fields, _ = model_properties(model)
         for name, schema in fields.items():
             if name not in properties:
                 properties[name] = copy.deepcopy(schema)
@@ -151,14 +126,14 @@ def tool_schema(model: type[BaseModel] | None, process_only: bool = False) -> di
         properties["attemptId"] = PROCESS["attemptId"]
         required.append("attemptId")
     if model is not None:
-        fields, needed = _properties(model)
+        fields, needed = model_properties(model)
         properties |= fields
         required += needed
     return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
 
 def start_schema() -> dict[str, Any]:
-    ready, _ = _properties(ReadyTask)
+    ready, _ = model_properties(ReadyTask)
     return {
         "type": "object",
         "properties": {

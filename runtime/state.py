@@ -32,6 +32,7 @@ from .entries import (
     CreateTodo,
     Delegate,
     Entry,
+    LlmCall,
     RaiseTurns,
     Revise,
     SubAgentDone,
@@ -107,6 +108,7 @@ class ProcessState:
     delegation: Delegation | None = None
     returned: Returned | None = None
     marks: tuple[Mark, ...] = ()  # per position (shorter: the rest unmarked)
+    tokens: tuple[int, int] = (0, 0)  # the run's model calls so far: prompt and completion tokens
 
     @property
     def finished(self) -> bool:
@@ -288,6 +290,9 @@ def settle(plan: RunPlan, state: ProcessState, entry: Entry) -> ProcessState:
             return counted
         case RaiseTurns():
             return replace(counted, turns_allowed=entry.execution_max_turns)
+        case LlmCall():
+            spent = (state.tokens[0] + entry.prompt_tokens, state.tokens[1] + entry.completion_tokens)
+            return replace(counted, tokens=spent)
 
 
 def _is_turn(entry: Entry, state: ProcessState) -> bool:
@@ -376,6 +381,7 @@ def to_json(state: ProcessState) -> dict[str, Any]:
         "delegation": _fields(state.delegation),
         "returned": _fields(state.returned),
         "marks": [_fields(mark) for mark in state.marks],
+        "tokens": list(state.tokens),
     }
     return out
 
@@ -403,4 +409,5 @@ def from_json(data: Mapping[str, Any]) -> ProcessState:
         None if delegation is None else Delegation(**delegation),
         None if returned is None else Returned(**returned),
         tuple(Mark(**mark) for mark in data.get("marks", ())),
+        tuple(data.get("tokens", (0, 0))),
     )

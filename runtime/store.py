@@ -46,7 +46,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
@@ -101,8 +101,9 @@ class Store(Protocol):
         """Hold the process for one step; yields its current state."""
         ...
 
-    def commit(self, entry: Entry, before: ProcessState, settled: ProcessState, after: ProcessState) -> None:
-        """Make one entry durable (called inside `locked`)."""
+    def commit(self, steps: Sequence[Applied], after: ProcessState) -> None:
+        """Make entries durable, all or none (called inside `locked`); `after` is the state
+        they lead to."""
         ...
 
     def entries(self) -> list[dict[str, Any]]:
@@ -143,9 +144,10 @@ class MemoryStore:
         with self._lock:
             yield self.state
 
-    def commit(self, entry: Entry, before: ProcessState, settled: ProcessState, after: ProcessState) -> None:
-        self.journal.append(entry)
-        self.events += entry_events(self.plan, before, settled, entry, self.process_id)
+    def commit(self, steps: Sequence[Applied], after: ProcessState) -> None:
+        for before, settled, entry in steps:
+            self.journal.append(entry)
+            self.events += entry_events(self.plan, before, settled, entry, self.process_id)
         self.state = after
 
     def entries(self) -> list[dict[str, Any]]:
@@ -383,11 +385,13 @@ class FolderStore:
 
     # -- writing -------------------------------------------------------------------
 
-    def commit(self, entry: Entry, before: ProcessState, settled: ProcessState, after: ProcessState) -> None:
-        """Append the entry and sync it: from then on the step has happened. The derived
-        files follow, and a failure of theirs is logged and repaired later, never raised."""
-        self._become_writer(before)
-        line = _line(to_json(entry))
+    def commit(self, steps: Sequence[Applied], after: ProcessState) -> None:
+        """Append the entries in one write and sync them: from then on the step has
+        happened. The derived files follow, and a failure of theirs is logged and repaired
+        later, never raised."""
+        self._become_writer(steps[0].before)
+        lines = [_line(to_json(applied.entry)) for applied in steps]
+        line = b"".join(lines)
         end = self._offset + len(line)
         if end > self._allocated:  # another process may have allocated since we last looked
             self._allocated = os.fstat(self._journal).st_size
@@ -406,20 +410,26 @@ class FolderStore:
                 f"cannot write the journal ({error.strerror or error}): the step was not saved"
             ) from None
         self._offset, self._torn, self._state = end, 0, after
-        self._last_applied = Applied(before, settled, entry)
-        self._remember(self._last_applied)
+        for applied in steps:
+            self._remember(applied)
+        self._last_applied = steps[-1]
         self._todos_behind = True
-        self._derive_quietly(lambda: self._after_commit(settled, after, start))
+        last_start = end - len(lines[-1])
+        self._derive_quietly(lambda: self._after_commit(steps, after, last_start))
 
-    def _after_commit(self, settled: ProcessState, after: ProcessState, start: int) -> None:
-        if self._last_applied is not None:
-            self._record_learnings([self._last_applied])
-        if settled.step_complete:  # the step's todos first: events at the journal's end vouch for them
-            self._write_todos(settled)
-        if settled.step_complete or after.seq % FLUSH_EVERY == 0:
+    def _after_commit(self, steps: Sequence[Applied], after: ProcessState, start: int) -> None:
+        self._record_learnings(steps)
+        for applied in steps:
+            if (
+                applied.settled.step_complete
+            ):  # the step's todos first: events at the journal's end vouch for them
+                self._write_todos(applied.settled)
+        first = steps[0].seq
+        complete = any(applied.settled.step_complete for applied in steps)
+        if complete or any(seq % FLUSH_EVERY == 0 for seq in range(first, after.seq + 1)):
             self._flush_events()
-        if after.seq % SNAPSHOT_EVERY == 0 and self._last_applied is not None:
-            self._write_snapshot(self._last_applied, start)
+        if any(seq % SNAPSHOT_EVERY == 0 for seq in range(first, after.seq + 1)):
+            self._write_snapshot(steps[-1], start)
 
     def _derive_quietly(self, work: Any) -> None:
         """Write derived files; on failure (a full disk, say) log it and repair them later."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ def relative(path: Path) -> str:
 
 
 def run_cli(
-    *args: str, stdin: str | bytes | None = None, cwd: Path = ROOT
+    *args: str, stdin: str | bytes | None = None, cwd: Path = ROOT, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run `python -m todoflow` as a user would, capturing both streams as text."""
     data = stdin.encode() if isinstance(stdin, str) else stdin
@@ -29,9 +30,15 @@ def run_cli(
         input=data,
         capture_output=True,
         cwd=cwd,
+        env={**os.environ, **(env or {})},
         timeout=120,
         check=False,
     )
     return subprocess.CompletedProcess(
         result.args, result.returncode, result.stdout.decode(), result.stderr.decode()
     )
+
+
+# No test may reach a model beyond this machine: the LLM agent refuses any endpoint that
+# is not on loopback while this is set (subprocesses inherit it).
+os.environ["TODOFLOW_LLM_LOOPBACK_ONLY"] = "1"

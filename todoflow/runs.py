@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from todoflow.runtime.engine import Engine
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_RESUMABLE = 0, 1, 2, 3
-AGENTS = "`human` (the default), `scripted:REPLIES.yaml`"
+AGENTS = "`human` (the default), `scripted:REPLIES.yaml` or `llm`"
 
 
 def add_parsers(commands: Any) -> None:
@@ -99,8 +99,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _agent_kind(spec: str) -> str | None:
-    if spec == "human":
-        return "human"
+    if spec in ("human", "llm"):
+        return spec
     if spec.startswith("scripted:") and spec.removeprefix("scripted:"):
         return "scripted"
     return None
@@ -130,13 +130,20 @@ def _start(args: argparse.Namespace) -> int:
         for step_id, note in notes:
             print(f"note: step `{step_id}`: {note}", file=sys.stderr)
     agent = _recorded(args.agent or "human")
+    llms = choices_from(args.preset_llm, args.llm)
+    if agent == "llm":  # every agent has a model it can reach, or nothing starts
+        from todoflow.runtime.llm_config import check_plan, load_config
+
+        config = load_config(Path.cwd(), args.llm, args.preset_llm)
+        check_plan(reading.definition.plan, config)
+        llms = config.choices
     engine = process.start(
         reading.definition,
         Path(args.run_dir),
         workspace=Path(args.workspace),
         ready=ready,
         learnings=Path(args.learnings) if args.learnings else None,
-        llms=choices_from(args.preset_llm, args.llm),
+        llms=llms,
         agent=agent,
     )
     print(
@@ -177,6 +184,8 @@ def _drive(args: argparse.Namespace, engine: Engine, spec: str) -> int:
         agent: Any
         if spec.startswith("scripted:"):
             agent = ScriptedAgent.from_file(Path(spec.removeprefix("scripted:")), engine.workspace)
+        elif spec == "llm":
+            agent = _llm_agent(engine)
         else:
             agent = HumanAgent(sys.stdin, sys.stdout)
         engine.store.drive()
@@ -193,6 +202,22 @@ def _drive(args: argparse.Namespace, engine: Engine, spec: str) -> int:
     command = ["todoflow", "run", "--resume", engine.process_id, "--run-dir", args.run_dir]
     print(f"resume with: {shlex.join(command)}", file=sys.stderr)
     return EXIT_ERRORS if outcome == "refused" else EXIT_RESUMABLE
+
+
+def _llm_agent(engine: Engine) -> Any:
+    """The LLM agent over the run's models (recorded at its start) and the providers of
+    the working folder's configuration, checked before the first call."""
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        raise UnreadableError("`--agent llm` needs the openai package: pip install 'todoflow[llm]'") from None
+    from todoflow.runtime.llm_agent import LlmAgent
+    from todoflow.runtime.llm_config import LlmConfig, check_plan, load_config
+
+    config = load_config(Path.cwd(), None, None)
+    config = LlmConfig(config.providers, engine.llms)
+    check_plan(engine.plan, config)
+    return LlmAgent(config)
 
 
 def _read_json(path: Path) -> Any:
@@ -214,7 +239,12 @@ def status(args: argparse.Namespace) -> int:
         elif not rows:
             print(f"no runs in {run_dir}")
         for row in rows if not args.json else []:
-            print(f"{row['process_id']}  {row['status']:<9} {row['where']}")
+            spent = (
+                f"  ({row['tokens']['prompt'] + row['tokens']['completion']:,} tokens)"
+                if "tokens" in row
+                else ""
+            )
+            print(f"{row['process_id']}  {row['status']:<9} {row['where']}{spent}")
         return EXIT_OK
     with process.open_process(run_dir, args.process_id)[0] as engine:
         directive = engine.directive()
@@ -248,6 +278,9 @@ def _row(run_dir: Path, folder: Path, meta: Any) -> dict[str, Any]:
             state = directive.status(engine.store.driven())
     except TodoflowError as error:
         return row | {"status": "damaged", "where": str(error)}
+    prompt, completion = directive.state.tokens
+    if prompt or completion:  # the models' work so far (the LLM agent's calls)
+        row["tokens"] = {"prompt": prompt, "completion": completion}
     if directive.completed:
         return row | {"status": state, "where": "result {}"}
     step = directive.step.id if directive.step else ""

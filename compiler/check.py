@@ -193,10 +193,11 @@ def check_route_ids(c: _Context) -> list[Diagnostic]:
 
 
 def check_flow(c: _Context) -> list[Diagnostic]:
-    top = {s.id.value for s in c.workflow.steps}
-    if any(_next_of(c.workflow, i) not in top | {"end"} for i in range(len(c.workflow.steps))):
+    targets = {s.id.value for s in c.workflow.steps} | {"end"}
+    if any(_next_of(c.workflow, i) not in targets for i in range(len(c.workflow.steps))):
         return []  # an unknown `next` is reported already; the flow is not known
-    reached, cycle = _reachable(c.workflow)
+    path, cycle = _reachable(c.workflow)
+    reached = set(path)
     found = []
     if cycle:
         steps = {s.id.value: s for s in c.workflow.steps}
@@ -229,14 +230,15 @@ def _next_of(workflow: ast.Workflow, index: int) -> str:
 def _reachable(workflow: ast.Workflow) -> tuple[list[str], list[str]]:
     """The top-level steps run from the first, in order; and the cycle it falls into, if any."""
     index = {s.id.value: i for i, s in enumerate(workflow.steps)}
-    path: list[str] = []
+    place: dict[str, int] = {}  # step id -> its place on the path
     current = workflow.steps[0].id.value if workflow.steps else "end"
     while current != "end" and current in index:
-        if current in path:
-            return path, path[path.index(current) :]
-        path.append(current)
+        if current in place:
+            path = list(place)
+            return path, path[place[current] :]
+        place[current] = len(place)
         current = _next_of(workflow, index[current])
-    return path, []
+    return list(place), []
 
 
 def check_max_turns(c: _Context) -> list[Diagnostic]:

@@ -271,7 +271,7 @@ def check_paths(c: _Context) -> list[Diagnostic]:
             problem = path_problem(text.value)
             if problem:
                 help = "paths are relative to the workspace, like `out/report.json`"
-                shown = f"`{text.value}`" if text.value else "this path"
+                shown = f"`{text.value}`" if text.value and text.value.isprintable() else "this path"
                 found.append(Diagnostic("E0401", "error", f"{shown} {problem}", text.span, help))
     return found
 
@@ -297,6 +297,8 @@ def path_problem(path: str) -> str | None:
     """Why a workspace path is not acceptable, or None."""
     if not path.strip():
         return "is empty"
+    if "\0" in path:
+        return "holds a NUL character, which no file name can"
     if path.startswith(("/", "\\")) or (len(path) > 1 and path[1] == ":"):
         return "is an absolute path"
     if posixpath.normpath(path.replace("\\", "/")).split("/")[0] == "..":

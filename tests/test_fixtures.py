@@ -54,5 +54,6 @@ def test_every_documented_code_has_a_fixture_and_every_code_is_documented() -> N
     assert produced - documented == set()
     assert documented - produced <= {
         "E0007",
+        "E0008",
         "E0009",
-    }  # not UTF-8; too many errors: tested in test_cli/test_properties
+    }  # not UTF-8; a lone surrogate; too many errors: tested in test_cli/test_hostile_input/test_properties

@@ -52,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument(
         "-o", "--output", required=True, metavar="DIR", help="output folder (`-`: plan.json to stdout)"
     )
+    compile_.add_argument(
+        "--force",
+        action="store_true",
+        help="write into a folder holding files todoflow did not write (they are left as they are)",
+    )
 
     graph = commands.add_parser("graph", help="draw the workflow's machine")
     graph.add_argument("file", metavar="FILE", help="the workflow")
@@ -112,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = {
         "check": lambda: _check(args.files, args.format),
         "fmt": lambda: _fmt(args.files, args.check),
-        "compile": lambda: _compile(args.file, args.output),
+        "compile": lambda: _compile(args.file, args.output, args.force),
         "graph": lambda: _graph(args.file, args.format, args.direction, args.step),
         "schema": lambda: _schema(args.name),
         "run": lambda: _run(args),
@@ -163,8 +168,9 @@ def _report(analysis: Analysis) -> bool:
     return analysis.workflow is not None
 
 
-def _compile(path: str, output: str) -> int:
-    from todoflow.compiler.artifacts import emit, write
+def _compile(path: str, output: str, force: bool) -> int:
+    from todoflow.compiler.artifacts import emit
+    from todoflow.compiler.output import write_folder
 
     analysis = _analyze(path)
     if not _report(analysis):
@@ -174,8 +180,9 @@ def _compile(path: str, output: str) -> int:
     if output == "-":
         sys.stdout.write(artifacts.file("plan.json"))
         return EXIT_OK
-    written = write(artifacts, Path(output))
-    print(f"compiled {display_name(path)}: {len(written)} files in {output}", file=sys.stderr)
+    written = write_folder(analysis.workflow, artifacts, Path(output), force)
+    for line in written.report(display_name(path), output):
+        print(line, file=sys.stderr)
     return EXIT_OK
 
 

@@ -70,7 +70,11 @@ def _plan_step(step: CheckedStep) -> formats.PlanStep:
     tasks = (
         [
             formats.PlanTask(
-                action=t.action, expected_result=t.expected_result, constraints=list(t.constraints) or None
+                action=t.action,
+                expected_result=t.expected_result,
+                constraints=list(t.constraints) or None,
+                label=t.label,
+                after=list(t.after) or None,
             )
             for t in step.tasks
         ]

@@ -52,11 +52,15 @@ class ValidationSchema(_Model):
 
 
 class PlanTask(_Model):
-    """A ready checklist item (extension): position in the list is its identity."""
+    """A ready checklist item (extension): position in the list is its identity. `label`
+    and `after` are the source's, kept so the plan says why the order is what it is
+    (the list is already in that order; the runtime reads neither)."""
 
     action: str = Field(min_length=1, max_length=1000)
     expected_result: str = Field(min_length=1, max_length=1000)
     constraints: list[str] | None = None
+    label: str | None = Field(default=None, description="the task's label in the source")
+    after: list[str] | None = Field(default=None, description="labels of the tasks it comes after")
 
 
 class PredefinedRoute(_Model):

@@ -12,6 +12,7 @@ recurse over routes) can follow.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from typing import Any, NamedTuple, TypeVar
 
@@ -32,6 +33,16 @@ class PlanFile(NamedTuple):
     plan: formats.Plan | None
     flattened: list[Flattened]
     diagnostics: list[Diagnostic]
+
+
+def workflow_id_from_name(name: str) -> str:
+    """A workflow id made from a file or folder name: lowercase, every run of other
+    characters one `-`, and `w-` before it unless it starts with a letter (`end` too:
+    it is never a name)."""
+    words = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-_")
+    if not words:
+        return "workflow"
+    return words if words[0].isalpha() and words != "end" else f"w-{words}"
 
 
 def json_path(loc: tuple[Any, ...]) -> str:

@@ -73,8 +73,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--step-config", metavar="FILE", help="step_config.json (default: beside the plan)"
     )
     decompile.add_argument("-o", "--output", metavar="FILE", help="write the source here (default: stdout)")
-    decompile.add_argument("--id", metavar="ID", help="the workflow id (default: from the file name)")
-    decompile.add_argument("--title", metavar="TITLE", help="the workflow title")
+    decompile.add_argument(
+        "--id",
+        metavar="ID",
+        help="the workflow id (default: from todoflow-manifest.json beside the plan, "
+        "else the file's name, or for plan.json its folder's)",
+    )
+    decompile.add_argument(
+        "--title", metavar="TITLE", help="the workflow title (default: from todoflow-manifest.json)"
+    )
 
     migrate = commands.add_parser("migrate", help="migrate a legacy nested plan to the flat format")
     migrate.add_argument("plan", metavar="PLAN.json")
@@ -366,26 +373,35 @@ def _read(path: Path) -> str:
 
 
 def _decompile(args: argparse.Namespace) -> int:
-    import re
+    from todoflow.compiler.decompile import decompile_text, workflow_names
+    from todoflow.compiler.files import write_atomically
+    from todoflow.compiler.output import read_manifest
+    from todoflow.compiler.prompt_files import read_prompt_files
 
-    from todoflow.compiler.decompile import decompile_text
-
-    plan_text = _read(Path(args.plan))
+    plan = Path(args.plan)
+    plan_text = _read(plan)
     config_path = _beside(args.plan, args.step_config, "step_config.json")
     config_text = _read(config_path) if config_path else None
-    stem = Path(args.plan).resolve().parent.name if Path(args.plan).stem == "plan" else Path(args.plan).stem
-    workflow_id = args.id or (re.sub(r"[^a-z0-9_-]+", "-", stem.lower()).strip("-_") or "workflow")
-    if not workflow_id[0].isalpha():
-        workflow_id = f"w-{workflow_id}"
-    title = args.title or f"Decompiled from {Path(args.plan).name}"
+    named_by = "the folder's name" if plan.stem == "plan" else "the file's name"
+    name = plan.resolve().parent.name if plan.stem == "plan" else plan.stem
+    names = workflow_names(args.plan, name, named_by, read_manifest(plan.parent), args.id, args.title)
+    shown = str(plan.parent) if str(plan.parent) != "." else ""
+    prompts, unread = read_prompt_files(plan.parent, shown)
     result = decompile_text(
-        plan_text, args.plan, config_text, str(config_path or "step_config.json"), workflow_id, title
+        plan_text,
+        args.plan,
+        config_text,
+        str(config_path or "step_config.json"),
+        names.workflow_id,
+        names.title,
+        prompts,
     )
-    sys.stderr.write(render_all(result.diagnostics, {args.plan: plan_text}))
     if result.source is None:
+        sys.stderr.write(render_all(result.diagnostics, {args.plan: plan_text}))
         return EXIT_ERRORS
+    sys.stderr.write(render_all([*names.warnings, *unread, *result.diagnostics], {args.plan: plan_text}))
     if args.output:
-        Path(args.output).write_text(result.source, encoding="utf-8")
+        write_atomically(Path(args.output), result.source)
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(result.source)

@@ -423,17 +423,21 @@ def _migrate(args: argparse.Namespace) -> int:
         return EXIT_ERRORS
     if migration.nothing_to_do:
         print(f"{plan} already in flat format")
-        return EXIT_OK
     for line in migration.changes:
         print(line)
+    for line in migration.warnings:
+        print(f"warning: {line}")
     for line in migration.conflicts:
         print(f"conflict: {line}")
+    status = EXIT_ERRORS if migration.conflicts else EXIT_OK  # left for a person: on every run
+    if migration.nothing_to_do:
+        return status
     if not args.write:
         print("dry run: nothing written; run again with --write to apply (each file keeps a .bak)")
-        return EXIT_OK
+        return status
     apply(migration)
     print(f"migrated {plan}" + (f" and {config}" if config and config in migration.files else ""))
-    return EXIT_OK
+    return status
 
 
 def _serve(folders: list[str], run_dir: str) -> int:

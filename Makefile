@@ -18,11 +18,11 @@ setup: $(STAMP)
 demo: setup
 	$(BIN)/todoflow check examples/*.todoflow
 	$(BIN)/todoflow fmt --check examples/*.todoflow
-	@echo "--- a broken workflow, to show the diagnostics:"
-	-$(BIN)/todoflow check tests/fixtures/invalid/unclosed-and-misspelt.todoflow
+	@echo "--- a broken workflow, to show the diagnostics (todoflow check exits 1: it found errors):"
+	@$(BIN)/todoflow check tests/fixtures/invalid/unclosed-and-misspelt.todoflow; test $$? -eq 1
 	@echo "--- compile, then run the release example with a scripted agent:"
+	rm -rf build/demo && mkdir -p build/demo/workspace
 	$(BIN)/todoflow compile examples/release.todoflow -o build/demo/release
-	rm -rf build/demo/runs build/demo/workspace && mkdir -p build/demo/workspace
 	$(BIN)/todoflow run examples/release.todoflow --agent scripted:examples/replies/release.yaml \
 		--run-dir build/demo/runs --workspace build/demo/workspace
 	$(BIN)/todoflow status --run-dir build/demo/runs

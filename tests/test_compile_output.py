@@ -6,6 +6,7 @@ outside the folder, through symbolic links or a forged manifest."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import todoflow
@@ -121,3 +122,26 @@ def test_an_output_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
     result = run_cli("compile", str(RELEASE), "-o", str(tmp_path / "out"))
     assert result.returncode == 1
     assert result.stderr.endswith(f"todoflow: error: {tmp_path / 'out'} is a file, not a folder\n")
+
+
+def test_a_folder_compiled_before_manifests_is_recognised(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert run_cli("compile", str(RELEASE), "-o", str(out)).returncode == 0
+    (out / MANIFEST).unlink()  # as todoflow 0.1 wrote it: no manifest
+    result = run_cli("compile", str(PIPELINE), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert _files(out) == _artifacts(PIPELINE) | {MANIFEST}
+    (out / MANIFEST).unlink()
+    (out / "notes.txt").write_text("mine\n")
+    refused = run_cli("compile", str(PIPELINE), "-o", str(out))
+    assert refused.returncode == 1
+    assert "holds 1 file that todoflow did not write (notes.txt)" in refused.stderr
+
+
+def test_make_demo_shows_the_broken_example_without_a_make_error() -> None:
+    result = subprocess.run(
+        ["make", "--no-print-directory", "demo"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "error[E0002]" in result.stderr  # the diagnostics are shown
+    assert "Error 1" not in result.stdout + result.stderr and "(ignored)" not in result.stdout + result.stderr

@@ -56,9 +56,6 @@ class Machine:
     def all_states(self) -> tuple[MachineState, ...]:
         return tuple(_flatten(self.states))
 
-    def state_of(self, step_id: str, role: str) -> MachineState:
-        return next(s for s in self.all_states() if s.step_id == step_id and s.role == role)
-
 
 def _flatten(states: Iterable[MachineState]) -> Iterable[MachineState]:
     for state in states:

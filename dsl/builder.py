@@ -40,9 +40,6 @@ class Builder:
     def _span(self, first: Token, last: Token) -> Span:
         return Span(self.path, first.line, first.column, last.end_line, last.end_column)  # type: ignore[arg-type]
 
-    def _token_span(self, token: Token) -> Span:
-        return Span(self.path, token.line, token.column, token.end_line, token.end_column)  # type: ignore[arg-type]
-
     def _name_of(self, token: Token) -> ast.Name:
         # one string object per distinct name: labels and ids repeat across a workflow
         value = self.names.setdefault(token, str(token))

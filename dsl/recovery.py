@@ -134,11 +134,6 @@ class Recovery:
         if end > start:
             state.line_ctr.feed(self.text[start:end])
 
-    def _position(self) -> int:
-        state = self.ip.lexer_thread.state
-        assert state is not None
-        return int(state.line_ctr.char_pos)
-
     def _track(self, token: Token) -> None:
         if token.type == "LBRACE":
             self.openers.append(_Opener(self._span(token), self._indent(token), self._label()))

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 PACKAGES := todoflow dsl compiler runtime grammars
 TYPECHECK := build/typecheck
 
-.PHONY: setup demo test lint typecheck pytest bench clean
+.PHONY: setup demo test lint typecheck pytest bench fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,10 @@ bench: setup
 	$(BIN)/python bench/runtime.py
 	$(BIN)/python bench/mcp.py
 	$(BIN)/python bench/interop.py
+
+# The fuzzer of tests/test_fuzz.py, long: mutated sources and plans (a few seconds in `make test`).
+fuzz: setup
+	TODOFLOW_FUZZ_EXAMPLES=40000 $(BIN)/pytest -q tests/test_fuzz.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

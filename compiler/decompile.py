@@ -419,6 +419,8 @@ def decompile_text(
                 where == known or where.startswith((f"{known}.", f"{known}[")) for known in result.explained
             ):
                 found.append(difference)
+    if any(d.is_error for d in found):  # nothing is written when there is any error
+        return Decompiled(None, found)
     return Decompiled(result.source, found)
 
 
@@ -436,9 +438,19 @@ def _differences(
     from .artifacts import plan_model, step_config_model
     from .check import check
 
-    checked = check(parse(source, "<decompiled>"), source, "<decompiled>").workflow
-    if checked is None:  # the writer made source that does not check: say so rather than hide it
-        return [Diagnostic("E0505", "error", "the decompiled source does not compile", whole_file(plan_path))]
+    result = check(parse(source, "<decompiled>"), source, "<decompiled>")
+    checked = result.workflow
+    if checked is None:  # a plan the language rejects (a `next` to no step, a cycle): say why
+        return [
+            Diagnostic(
+                "E0505",
+                "error",
+                f"the decompiled source does not compile: {d.message}",
+                whole_file(plan_path),
+            )
+            for d in result.diagnostics
+            if d.is_error
+        ]
     found = []
     before = plan.model_dump(mode="json", exclude_none=True, exclude={"source_sha256"})
     after = plan_model(checked).model_dump(mode="json", exclude_none=True, exclude={"source_sha256"})

@@ -100,7 +100,7 @@ class LlmConfig(_Model):
 
 
 class AgentConfigsModel(_Model):
-    execution_max_turns: int | None = Field(default=None, ge=1)
+    execution_max_turns: int | None = Field(default=None, ge=1, le=2**31 - 1)
     execution_llm: LlmConfig | None = None
     conditional_llm: LlmConfig | None = None
 

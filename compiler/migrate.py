@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from todoflow.dsl.diagnostics import Diagnostic, TodoflowError
+from todoflow.dsl.encoding import decode
 from todoflow.dsl.spans import whole_file
 
 from .files import write_atomically
@@ -52,17 +53,21 @@ def plan_migration(
     plan_path: Path, config_path: Path | None, learnings: Path | None
 ) -> tuple[Migration | None, list[Diagnostic]]:
     """What migrating would do, or the diagnostics that forbid it (nothing is written)."""
-    text = plan_path.read_text(encoding="utf-8")
+    text, problem = decode(plan_path.read_bytes(), str(plan_path))
+    if problem is not None:
+        return None, [problem]
     checked = read_plan(text, str(plan_path))
     found = [d for d in checked.diagnostics if d.is_error]
     data, _ = load_json(text, str(plan_path))
     config = None
     if config_path is not None:
-        config_text = config_path.read_text(encoding="utf-8")
+        config_text, problem = decode(config_path.read_bytes(), str(config_path))
+        if problem is not None:
+            return None, [problem]
         _, problems = read_step_config(config_text, str(config_path))  # its shape, checked first
         found += [d for d in problems if d.is_error]
         config, _ = load_json(config_text, str(config_path))
-    if found or data is None:
+    if found:
         return None, found
     found = _path_ids(data, str(plan_path))
     if found:
@@ -118,19 +123,31 @@ def _walk(plan: Any) -> Iterator[tuple[dict[str, Any], str]]:
                 )
 
 
+MAX_NAME = 255  # bytes in a file name (NAME_MAX)
+
+
 def _path_ids(plan: Any, path: str) -> list[Diagnostic]:
     """A step id names a learnings folder and a step config entry: it must be a plain name."""
     found = []
     for step, where in sorted(_walk(plan), key=lambda s: s[1]):
         value = step.get("id")
-        if isinstance(value, str) and (value in ("", ".", "..") or any(c in value for c in "/\\\0")):
+        if isinstance(value, str) and not _plain_name(value):
             shown = json.dumps(value, ensure_ascii=False)[1:-1]
+            shown = shown if len(shown) <= 60 else shown[:59] + "…"
             message = (
                 f"{where}.id: `{shown}` is not a plain name: a step id names a learnings folder, "
-                "so it holds no `/`, `\\` or NUL and is not `.` or `..`"
+                f"so it holds no `/`, `\\` or NUL, is not `.` or `..`, and is at most {MAX_NAME} bytes"
             )
             found.append(Diagnostic("E0508", "error", message, whole_file(path)))
     return found
+
+
+def _plain_name(value: str) -> bool:
+    return (
+        value not in ("", ".", "..")
+        and not any(c in value for c in "/\\\0")
+        and len(value.encode("utf-8", "surrogatepass")) <= MAX_NAME
+    )
 
 
 def _still_nested(plan: Any, path: Path) -> Iterator[str]:

@@ -82,6 +82,8 @@ def _integer(digits: str) -> int | _LongNumber:
 
 
 def load_json(text: str, path: str) -> tuple[Any, list[Diagnostic]]:
+    """The JSON value of `text` and no diagnostic, or None and why it cannot be read
+    (`null` is a value like any other: check the diagnostics, not the value)."""
     try:
         data = json.loads(text, object_pairs_hook=_object, parse_int=_integer)
     except json.JSONDecodeError as error:
@@ -155,7 +157,7 @@ def _route_depth(data: Any, path: str) -> list[Diagnostic]:
 
 def read_plan(text: str, path: str) -> PlanFile:
     data, found = load_json(text, path)
-    if data is None:
+    if found:
         return PlanFile(None, [], found)
     found = _route_depth(data, path)
     if found:
@@ -169,7 +171,7 @@ def read_plan(text: str, path: str) -> PlanFile:
 
 def read_step_config(text: str, path: str) -> tuple[formats.StepConfig | None, list[Diagnostic]]:
     data, found = load_json(text, path)
-    if data is None:
+    if found:
         return None, found
     return _validate(formats.StepConfig, data, path)
 

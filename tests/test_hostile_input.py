@@ -272,3 +272,28 @@ def test_a_link_that_stays_inside_the_source_folder_is_followed(tmp_path: Path, 
     (tmp_path / "flows" / "prompts" / "real.j2").write_text("Task {{ position }}\n")
     (tmp_path / "flows" / "prompts" / "work.j2").symlink_to("real.j2")
     assert _prompt_from(tmp_path, "prompts/work.j2") == []
+
+
+# -- found by the fuzzer ----------------------------------------------------------
+
+
+def test_a_number_too_large_for_a_32_bit_integer_is_a_diagnostic() -> None:
+    for digits in ("2147483648", "9" * 5000):
+        result = analyze(f'workflow w "W" {{\n    max_turns {digits}\n    regular a "A" {{\n    }}\n}}\n')
+        assert [d.code for d in result.diagnostics] == ["E0010"]
+    assert analyze('workflow w "W" {\n    max_turns 2147483647\n    regular a "A" {\n    }\n}\n').workflow
+
+
+def test_a_plan_whose_source_would_not_compile_gives_no_source_and_says_why(tmp_path: Path) -> None:
+    plan = '{"steps": [{"type": "regular", "id": "a", "title": "A", "next_step_id": "ghost"}]}'
+    result = decompile_text(plan, "plan.json", None, "step_config.json", "w", "W")
+    assert result.source is None
+    assert [d.message for d in result.diagnostics] == [
+        "the decompiled source does not compile: `next` names `ghost`, but there is no step `ghost`"
+    ]
+    (tmp_path / "plan.json").write_text(plan)
+    assert run_cli("decompile", "plan.json", cwd=tmp_path).returncode == 1
+
+
+def test_a_plan_that_is_json_null_is_a_diagnostic() -> None:
+    assert _decompiled("null") == ["(the document): input should be a valid dictionary or instance of Plan"]

@@ -173,3 +173,11 @@ def test_a_write_that_fails_midway_restores_the_renamed_folders(
     monkeypatch.undo()
     assert folder_digest(project) == before
     assert (project / "learnings" / "one-inner").is_dir() and not (project / "learnings" / "one").exists()
+
+
+def test_a_step_id_too_long_for_a_file_name_is_refused(tmp_path: Path) -> None:
+    # found by the fuzzer: checking for learnings/<id> raised "File name too long"
+    _write_plan(tmp_path, _nested("m" * 300, "inner"))
+    result = run_cli("migrate", "plan.json", "--learnings", "learnings", cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "is not a plain name" in result.stderr and "at most 255 bytes" in result.stderr

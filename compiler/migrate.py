@@ -27,7 +27,7 @@ from todoflow.dsl.encoding import decode
 from todoflow.dsl.spans import whole_file
 
 from .files import write_atomically
-from .legacy import INNER, Flattened, flatten, is_legacy, migrate_plan
+from .legacy import INNER, Flattened, is_legacy, migrate_plan
 from .planfile import load_json, read_plan, read_step_config
 
 CONFIG_FIELDS = ("execution_max_turns", "execution_llm", "conditional_llm")
@@ -58,7 +58,7 @@ def plan_migration(
         return None, [problem]
     checked = read_plan(text, str(plan_path))
     found = [d for d in checked.diagnostics if d.is_error]
-    data, _ = load_json(text, str(plan_path))
+    data = checked.data
     config = None
     if config_path is not None:
         config_text, problem = decode(config_path.read_bytes(), str(config_path))
@@ -84,7 +84,7 @@ def plan_migration(
         )
     migration.warnings.extend(_still_nested(migrated, plan_path))
     pairs = [s for s in flattened if s.inner_id and s.inner_id != s.outer_id]
-    steps = _step_ids(flatten(migrated)[0])
+    steps = _step_ids(migrated)
     if config_path is not None and config is not None:
         left = _migrate_config(config, config_path, pairs, migration)
         for entry in config["steps"]:
@@ -102,7 +102,12 @@ def plan_migration(
 
 
 def _step_ids(plan: Any) -> set[str]:
-    return {step["id"] for step, _ in _walk(plan) if isinstance(step.get("id"), str)}
+    """The ids of the steps readers see: an inner step's id is gone once it is flattened."""
+    return {
+        step["id"]
+        for step, where in _walk(plan)
+        if isinstance(step.get("id"), str) and not where.endswith(INNER)
+    }
 
 
 def _walk(plan: Any) -> Iterator[tuple[dict[str, Any], str]]:

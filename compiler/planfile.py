@@ -33,6 +33,7 @@ class PlanFile(NamedTuple):
     plan: formats.Plan | None
     flattened: list[Flattened]
     diagnostics: list[Diagnostic]
+    data: Any = None  # the JSON as read, before flattening (when it could be read)
 
 
 def workflow_id_from_name(name: str) -> str:
@@ -76,23 +77,56 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return repeated
 
 
-def _integer(digits: str) -> int | _LongNumber:
-    size = len(digits.lstrip("-"))
-    return int(digits) if size <= MAX_DIGITS else _LongNumber(size)
+# a lone surrogate reaches a JSON value through an escape (or a `str` given directly)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def load_json(text: str, path: str) -> tuple[Any, list[Diagnostic]]:
     """The JSON value of `text` and no diagnostic, or None and why it cannot be read
     (`null` is a value like any other: check the diagnostics, not the value)."""
+    odd: list[bool] = []  # set when a hook met something the walk must name
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        value = _object(items)
+        if type(value) is _Repeated:
+            odd.append(True)
+        return value
+
+    def integer(digits: str) -> int | _LongNumber:
+        if len(digits.lstrip("-")) <= MAX_DIGITS:
+            return int(digits)
+        odd.append(True)
+        return _LongNumber(len(digits.lstrip("-")))
+
     try:
-        data = json.loads(text, object_pairs_hook=_object, parse_int=_integer)
+        data = json.loads(text, object_pairs_hook=pairs, parse_int=integer)
     except json.JSONDecodeError as error:
         span = Span(path, error.lineno, error.colno, error.lineno, error.colno + 1)
         return None, [Diagnostic("E0501", "error", f"this is not valid JSON: {error.msg}", span)]
     except RecursionError:  # the standard reader recurses once per level
         return None, [_beyond("(the document)", f"nests more than {MAX_JSON_DEPTH} levels deep", path)]
-    found = _unreadable(data, path)
+    if not odd and not _SURROGATE_ESCAPE.search(text) and first_surrogate(text) is None:
+        found = [] if _depth(data) <= MAX_JSON_DEPTH else [_too_deep(path)]
+    else:
+        found = _unreadable(data, path)
     return (None, found) if found else (data, [])
+
+
+def _depth(data: Any) -> int:
+    """How deep containers nest in `data` (a stack, no recursion)."""
+    if not isinstance(data, dict | list):
+        return 0
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        deepest = max(deepest, depth)
+        items = value.values() if isinstance(value, dict) else value
+        stack += [(item, depth + 1) for item in items if isinstance(item, dict | list)]
+    return deepest
+
+
+def _too_deep(path: str) -> Diagnostic:
+    return _beyond("(the document)", f"nests more than {MAX_JSON_DEPTH} levels deep", path)
 
 
 def _beyond(where: str, message: str, path: str) -> Diagnostic:
@@ -101,13 +135,13 @@ def _beyond(where: str, message: str, path: str) -> Diagnostic:
 
 def _unreadable(data: Any, path: str) -> list[Diagnostic]:
     """Keys written twice, numbers too long, lone surrogates, too deep: walked with a
-    stack, in document order."""
+    stack, in document order, each named by its JSON path."""
     found = []
     stack: list[tuple[Any, tuple[Any, ...]]] = [(data, ())]
     while stack:
         value, loc = stack.pop()
         if len(loc) >= MAX_JSON_DEPTH and isinstance(value, dict | list):
-            return [_beyond("(the document)", f"nests more than {MAX_JSON_DEPTH} levels deep", path)]
+            return [_too_deep(path)]
         if isinstance(value, _Repeated):
             for key in value.repeated:
                 message = (
@@ -166,7 +200,7 @@ def read_plan(text: str, path: str) -> PlanFile:
     plan, found = _validate(formats.Plan, flat, path)
     if plan is not None:
         found += _duplicate_ids(plan, path)
-    return PlanFile(None if any(d.is_error for d in found) else plan, flattened, found)
+    return PlanFile(None if any(d.is_error for d in found) else plan, flattened, found, data)
 
 
 def read_step_config(text: str, path: str) -> tuple[formats.StepConfig | None, list[Diagnostic]]:

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 PACKAGES := todoflow dsl compiler runtime grammars
 TYPECHECK := build/typecheck
 
-.PHONY: setup demo test lint typecheck pytest bench fuzz clean
+.PHONY: setup demo test lint typecheck pytest bench screenshots fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)
+	bash .ci/setup-chromium
+	bash .ci/setup-mermaid
+	bash .ci/setup-graphviz
 
 demo: setup
 	$(BIN)/todoflow check examples/*.todoflow
@@ -25,7 +28,12 @@ demo: setup
 	$(BIN)/todoflow compile examples/release.todoflow -o build/demo/release
 	$(BIN)/todoflow run examples/release.todoflow --agent scripted:examples/replies/release.yaml \
 		--run-dir build/demo/runs --workspace build/demo/workspace
+	@echo "--- an orchestrated step: delegations, a failed prevalidation and its retry, the generic agent:"
+	$(BIN)/todoflow run examples/orchestrated.todoflow --agent scripted:examples/replies/orchestrated.yaml \
+		--run-dir build/demo/runs --workspace build/demo/workspace --learnings build/demo/learnings
 	$(BIN)/todoflow status --run-dir build/demo/runs
+	$(BIN)/todoflow log $$(ls -t build/demo/runs | head -1) --run-dir build/demo/runs
+	$(BIN)/todoflow learnings list --learnings build/demo/learnings
 
 test: setup lint typecheck pytest
 
@@ -47,12 +55,18 @@ typecheck: setup
 pytest: setup
 	$(BIN)/pytest
 
+# Benchmarks run as modules of the `bench` package from the repo root (scratch: build/bench/).
 bench: setup
-	$(BIN)/python bench/parse.py
-	$(BIN)/python bench/compile.py
-	$(BIN)/python bench/runtime.py
-	$(BIN)/python bench/mcp.py
-	$(BIN)/python bench/interop.py
+	$(BIN)/python -m bench.parse
+	$(BIN)/python -m bench.compile
+	$(BIN)/python -m bench.runtime
+	$(BIN)/python -m bench.resume
+	$(BIN)/python -m bench.mcp_step
+	$(BIN)/python -m bench.interop
+
+# the pictures in docs/images: the release example's plan canvas and run card, drawn by Chromium
+screenshots: setup
+	$(BIN)/python -m tests.screenshots docs/images
 
 # The fuzzer of tests/test_fuzz.py, long: mutated sources and plans (a few seconds in `make test`).
 fuzz: setup

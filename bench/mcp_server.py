@@ -1,14 +1,12 @@
-"""The todoflow MCP server plus a no-op tool, for bench/mcp.py to compare against."""
+"""The todoflow MCP server plus a no-op tool, for bench/mcp_step.py to compare against."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[0] = str(ROOT)  # not bench/: bench/mcp.py would stand in for the `mcp` package
-
-from todoflow.runtime.mcp_server import TodoService, Workflows, build_server  # noqa: E402
+from todoflow.runtime.mcp_server import build_server
+from todoflow.runtime.service import TodoService, Workflows
 
 
 def main() -> None:

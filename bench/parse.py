@@ -1,7 +1,7 @@
 """Parse speed: `todoflow.parse` against a bare Lark parse of the same text, and the
 cold start of `todoflow check` against `python -c pass`, all measured in one run.
 
-    .venv/bin/python bench/parse.py
+    .venv/bin/python -m bench.parse
 """
 
 from __future__ import annotations
@@ -14,12 +14,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench.workload import big_source
+from todoflow.dsl import parse
+from todoflow.dsl.grammar import bare_parser
 
-from bench.workload import big_source  # noqa: E402
-from todoflow.dsl import parse  # noqa: E402
-from todoflow.dsl.grammar import bare_parser  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def best_of(runs: int, work: Callable[[], object]) -> float:

@@ -6,7 +6,7 @@
 2. The engine with an in-memory store against bare python-statemachine transitions
    (the compiled workflow's StateChart driven by the same events).
 
-    .venv/bin/python bench/runtime.py
+    .venv/bin/python -m bench.runtime
 """
 
 from __future__ import annotations
@@ -14,22 +14,17 @@ from __future__ import annotations
 import io
 import os
 import statistics
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import todoflow  # noqa: E402
-from todoflow.compiler.formats import Plan  # noqa: E402
-from todoflow.runtime import process  # noqa: E402
-from todoflow.runtime.agents import ScriptedAgent  # noqa: E402
-from todoflow.runtime.driver import drive  # noqa: E402
-from todoflow.runtime.engine import Engine  # noqa: E402
-from todoflow.runtime.plan import from_plan  # noqa: E402
-from todoflow.runtime.store import MemoryStore  # noqa: E402
+import todoflow
+from bench.scratch import scratch
+from todoflow.runtime import process
+from todoflow.runtime.agents import ScriptedAgent
+from todoflow.runtime.definition import from_source
+from todoflow.runtime.driver import drive
+from todoflow.runtime.engine import Engine
+from todoflow.runtime.store import MemoryStore
 
 ROUNDS = 7
 
@@ -52,13 +47,12 @@ def replies(steps: int, tasks: int) -> list[dict[str, str]]:
 
 def durable_run(folder: Path, steps: int, tasks: int, runs: int = 1) -> tuple[float, int]:
     """`runs` processes of the workflow driven to completion: their time and their steps."""
-    compiled = todoflow.compile(source(steps, tasks), path="bench.todoflow")
-    compiled.raise_for_errors()
+    definition = from_source(source(steps, tasks), "bench.todoflow").or_raise()
     elapsed, entries = 0.0, 0
     for run in range(runs):
-        meta = {"process_id": f"bench-{steps}x{tasks}-{run}", "title": "bench", "workspace": str(folder)}
-        process.create(folder / "runs", compiled.artifacts, meta)
-        engine, store = process.open_process(folder / "runs", meta["process_id"])
+        pid = f"bench-{steps}x{tasks}-{run}"
+        process.start(definition, folder / "runs", workspace=folder, process_id=pid).close()
+        engine, store = process.open_process(folder / "runs", pid)
         agent = ScriptedAgent(replies(steps, tasks), folder)
         start = time.perf_counter()
         outcome = drive(engine, agent, io.StringIO())
@@ -67,6 +61,56 @@ def durable_run(folder: Path, steps: int, tasks: int, runs: int = 1) -> tuple[fl
         assert outcome == "complete", outcome
         entries += len(store.entries())
     return elapsed, entries
+
+
+ORCHESTRATED = """workflow bench "Orchestrated benchmark" {
+    todo_task s0 "Step 0" {
+        route build "Build" when "To build" {
+            regular builder "Builder" {
+                expect file "out.txt"
+            }
+        }
+        tasks {
+%s
+        }
+    }
+}
+"""
+
+
+def orchestrated_run(folder: Path, tasks: int, runs: int = 1) -> tuple[float, int]:
+    """`runs` runs of `tasks` todos, each delegated to a route and prevalidated: their
+    time and their todos (each todo: the decision, then the sub-agent's validated answer)."""
+    lines = "\n".join(f'            "Task {t}" => "Task {t} is built"' for t in range(tasks))
+    definition = from_source(ORCHESTRATED % lines, "bench.todoflow").or_raise()
+    (folder / "out.txt").parent.mkdir(parents=True, exist_ok=True)
+    (folder / "out.txt").write_text("built")
+    script: list[dict[str, object]] = []
+    for t in range(tasks):
+        script.append(
+            {
+                "next_action": "delegate",
+                "selected_route_id": "build",
+                "todo_id_to_execute": f"todo_{t + 1}",
+                "instructions_to_sub_agent": f"Build task {t}.",
+            }
+        )
+        script.append({"evidence": f"built task {t}", "progress_execution_outcome": "built"})
+    elapsed, todos = 0.0, 0
+    for run in range(runs):
+        pid = f"orchestrated-{tasks}-{run}"
+        learnings = folder / "learnings"
+        process.start(
+            definition, folder / "runs", workspace=folder, process_id=pid, learnings=learnings
+        ).close()
+        engine, store = process.open_process(folder / "runs", pid)
+        start = time.perf_counter()
+        outcome = drive(engine, ScriptedAgent(script, folder), io.StringIO())
+        elapsed += time.perf_counter() - start
+        store.close()
+        assert outcome == "complete", outcome
+        todos += tasks
+    return elapsed, todos
 
 
 def fsync_floor(folder: Path, count: int) -> float:
@@ -108,8 +152,7 @@ def bare_statechart(tasks: int) -> float:
 
 
 def memory_engine(tasks: int) -> float:
-    compiled = todoflow.compile(source(1, tasks), path="bench.todoflow")
-    plan = from_plan(Plan.model_validate(compiled.plan), "bench", "bench", None)
+    plan = from_source(source(1, tasks), "bench.todoflow").or_raise().plan
     store = MemoryStore("bench", plan, "2026-01-01T00:00:00Z")
     engine = Engine(store, Path("."), {"id": "bench", "title": "bench"})
     directive = engine.directive()
@@ -135,21 +178,24 @@ def main() -> None:
     # sides of a ratio; the medians over the rounds are reported. A round drives five
     # 100-task runs (101 steps take ~15 ms, short enough for one slow spell to swamp it).
     small_steps = large_steps = 0
-    per: dict[str, list[float]] = {"floor": [], "small": [], "large": []}
-    ratios: dict[str, list[float]] = {"small": [], "large": [], "flat": []}
-    with tempfile.TemporaryDirectory(dir=ROOT) as temporary:
+    per: dict[str, list[float]] = {"floor": [], "small": [], "large": [], "orchestrated": []}
+    ratios: dict[str, list[float]] = {"small": [], "large": [], "flat": [], "orchestrated": []}
+    with scratch() as temporary:
         for round_ in range(ROUNDS):
-            folder = Path(temporary) / str(round_)
+            folder = temporary / str(round_)
             before = fsync_floor(folder.parent, 500)
             small, small_steps = durable_run(folder / "small", 1, 100, runs=5)
             large, large_steps = durable_run(folder / "large", 10, 100)
+            orchestrated, todos = orchestrated_run(folder / "orchestrated", 100, runs=2)
             floor = (before + fsync_floor(folder.parent, 500)) / 2
             per["floor"].append(floor)
             per["small"].append(small / small_steps)
             per["large"].append(large / large_steps)
+            per["orchestrated"].append(orchestrated / todos)
             ratios["small"].append(per["small"][-1] / floor)
             ratios["large"].append(per["large"][-1] / floor)
             ratios["flat"].append(per["large"][-1] / per["small"][-1])
+            ratios["orchestrated"].append(per["orchestrated"][-1] / floor)
     value = {name: statistics.median(v) for name, v in per.items()}
     ratio = {name: statistics.median(v) for name, v in ratios.items()}
     spread = {name: f"{min(v):.2f}-{max(v):.2f}" for name, v in ratios.items()}
@@ -162,6 +208,11 @@ def main() -> None:
             f"{ratio[name]:5.2f}x floor ({spread[name]}; target <= 2.0)"
         )
     print(f"{'1,000-task / 100-task, per step':40s} {ratio['flat']:8.2f}x  ({spread['flat']}; target <= 1.3)")
+    label = "orchestrated todo (decision + validated)"
+    print(
+        f"{label:40s} {value['orchestrated'] * 1e6:8.1f} us per todo "
+        f"{ratio['orchestrated']:5.2f}x floor ({spread['orchestrated']}; target <= 3.0)"
+    )
     bare = min(bare_statechart(100) for _ in range(3))
     engine = min(memory_engine(100) for _ in range(3))
     print(f"{'bare python-statemachine transitions':40s} {bare * 1e6:8.1f} us per step")

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from todoflow.dsl.diagnostics import Diagnostic, sort_key
-from todoflow.dsl.encoding import decode
 from todoflow.dsl.parser import normalize, try_parse
 
 from .model import CheckedWorkflow
+from .sources import decode
 
 
 class Analysis(NamedTuple):

@@ -7,6 +7,7 @@ from Python objects, so snapshots of diagrams are stable.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -31,17 +32,29 @@ def _label(transition: MachineTransition) -> str:
     return text + (f" [{transition.cond}]" if transition.cond else "")
 
 
+# Kept as they are in Mermaid text; every other character is written as an entity code
+# (`#60;`), which Mermaid turns into an HTML entity: nothing in a title can end a label,
+# start a comment (`%%`), or be taken for markup (`<ship>` would be dropped).
+_MERMAID_PLAIN = re.compile(r"[\w ,.:()/?!'@+=*-]")
+
+
+def mermaid_text(text: str) -> str:
+    """`text` as a Mermaid label: special characters as entity codes, newlines as `<br>`."""
+    return "".join(c if _MERMAID_PLAIN.fullmatch(c) else "<br>" if c == "\n" else f"#{ord(c)};" for c in text)
+
+
 def mermaid(machine: Machine, direction: str = "LR") -> str:
     lines = ["stateDiagram-v2", f"    direction {direction}"]
     inner = {c.id for s in machine.all_states() for c in s.children}
 
     def emit(state: MachineState, depth: int) -> None:
         pad = "    " * depth
-        label = state.name.replace('"', "'")
+        label = mermaid_text(state.name)
         if not state.children:
             lines.append(f'{pad}state "{label}" as {state.id}')
             return
         lines.append(f'{pad}state "{label}" as {state.id} {{')
+        lines.append(f"{pad}    direction {direction}")
         initial = next(c for c in state.children if c.initial)
         lines.append(f"{pad}    [*] --> {initial.id}")
         for child in state.children:
@@ -49,7 +62,8 @@ def mermaid(machine: Machine, direction: str = "LR") -> str:
         ids = {c.id for c in state.children}
         for transition in machine.transitions:
             if transition.source in ids:
-                lines.append(f"{pad}    {transition.source} --> {transition.target} : {_label(transition)}")
+                label = _mermaid_label(transition)
+                lines.append(f"{pad}    {transition.source} --> {transition.target} : {label}")
         for child in state.children:
             if child.final:
                 lines.append(f"{pad}    {child.id} --> [*]")
@@ -61,17 +75,26 @@ def mermaid(machine: Machine, direction: str = "LR") -> str:
     lines.append(f"    [*] --> {initial.id}")
     for transition in machine.transitions:
         if transition.source not in inner:
-            lines.append(f"    {transition.source} --> {transition.target} : {_label(transition)}")
+            lines.append(f"    {transition.source} --> {transition.target} : {_mermaid_label(transition)}")
     for state in machine.states:
         if state.final:
             lines.append(f"    {state.id} --> [*]")
     return "\n".join(lines) + "\n"
 
 
+def _mermaid_label(transition: MachineTransition) -> str:
+    return mermaid_text(_label(transition))
+
+
 def markdown(machine: Machine, direction: str = "LR") -> str:
+    """A Markdown section: the Mermaid diagram (in `direction`), then every transition."""
     names = {s.id: _qualified(s) for s in machine.all_states()}
     lines = [
-        f"### {machine.title}",
+        f"### {markdown_text(machine.title)}",
+        "",
+        "```mermaid",
+        mermaid(machine, direction).rstrip("\n"),
+        "```",
         "",
         "| state | event | guard | target |",
         "|---|---|---|---|",
@@ -79,8 +102,15 @@ def markdown(machine: Machine, direction: str = "LR") -> str:
     for transition in machine.transitions:
         event = f"`{transition.event}`" if transition.event else "(automatic)"
         guard = f"`{transition.cond}`" if transition.cond else ""
-        lines.append(f"| {names[transition.source]} | {event} | {guard} | {names[transition.target]} |")
+        source, target = markdown_text(names[transition.source]), markdown_text(names[transition.target])
+        lines.append(f"| {source} | {event} | {guard} | {target} |")
     return "\n".join(lines) + "\n"
+
+
+def markdown_text(text: str) -> str:
+    """Text in a Markdown table cell or heading: markup characters escaped, one line."""
+    escaped = re.sub(r"([\\`*_{}\[\]<>()#+!|~-])", r"\\\1", " ".join(text.split()))
+    return escaped.replace("&", "&amp;")
 
 
 def _qualified(state: MachineState) -> str:
@@ -93,6 +123,7 @@ def dot(machine: Machine, direction: str = "LR") -> str:
         f'digraph "{machine.class_name}" {{',
         f"    rankdir={direction};",
         "    compound=true;",
+        '    graph [fontname="Helvetica"];',  # cluster titles, in the nodes' font
         '    node [shape=box, style="rounded", fontname="Helvetica"];',
         '    edge [fontname="Helvetica", fontsize=10];',
     ]
@@ -100,22 +131,25 @@ def dot(machine: Machine, direction: str = "LR") -> str:
 
     def emit(state: MachineState, depth: int) -> None:
         pad = "    " * depth
-        label = _dot_string(state.name)
+        label = dot_string(state.name)
         if not state.children:
-            shape = ', shape=doublecircle, width=0.3, label=""' if state.final and depth == 1 else ""
+            shape = ", shape=doublecircle, fontsize=10, margin=0" if state.final and depth == 1 else ""
             lines.append(f'{pad}"{state.id}" [label={label}{shape}];')
             anchor[state.id] = state.id
             return
         lines.append(f'{pad}subgraph "cluster_{state.id}" {{')
         lines.append(f"{pad}    label={label};")
-        start = f"{state.id}__start"
-        lines.append(f'{pad}    "{start}" [shape=point, width=0.15];')
         for child in state.children:
             emit(child, depth + 1)
         initial = next(c for c in state.children if c.initial)
-        lines.append(f'{pad}    "{start}" -> "{initial.id}";')
-        lines.append(f"{pad}}}")
         anchor[state.id] = initial.id
+        if not (state.initial and depth == 1):  # the workflow's own start arrow marks that one
+            # arrows into the step end at its start point: ranked before the initial state,
+            # the cluster is laid out after the one the arrow comes from
+            anchor[state.id] = f"{state.id}__start"
+            lines.append(f'{pad}    "{anchor[state.id]}" [shape=point, width=0.15];')
+            lines.append(f'{pad}    "{anchor[state.id]}" -> "{initial.id}";')
+        lines.append(f"{pad}}}")
 
     lines.append('    "__start" [shape=point, width=0.2];')
     for state in machine.states:
@@ -124,7 +158,7 @@ def dot(machine: Machine, direction: str = "LR") -> str:
     by_id = {s.id: s for s in machine.all_states()}
     for transition in machine.transitions:
         source, target = by_id[transition.source], by_id[transition.target]
-        attributes = [f"label={_dot_string(_label(transition))}"]
+        attributes = [f"label={dot_string(_label(transition))}"]
         if source.children:
             attributes.append(f'ltail="cluster_{source.id}"')
         if target.children:
@@ -150,8 +184,9 @@ def svg(machine: Machine, direction: str = "LR") -> str:
     return done.stdout
 
 
-def _dot_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+def dot_string(text: str, newline: str = "\\n") -> str:
+    """A quoted dot string; `newline` is what a line break becomes (`\\l`: left-aligned)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", newline) + '"'
 
 
 RENDERERS: dict[str, Callable[[Machine, str], str]] = {

@@ -137,8 +137,9 @@ class TodoItem(_Model):
     description: str | None = None
     priority: Literal["high", "medium", "low"] | None = None
     status: TodoStatus
-    assigned_agent: str | None = None
+    assigned_agent: str | None = Field(default=None, description="the route id, or `generic`, once delegated")
     result: str | None = None
+    notes: str | None = Field(default=None, description="what update_todo said last (extension)")
     created_at: Timestamp
     updated_at: Timestamp
 

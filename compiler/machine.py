@@ -10,7 +10,8 @@ the workflow ends in the top-level final state `end`. Guards (`has_task`,
 From the one `Machine` value come the live python-statemachine class, the generated
 Python module and (in `compiler.diagrams`) every diagram. State ids are `s<n>_<step>`
 (n: the step's place in the source), so they are valid Python names, never collide
-across steps, and never equal an event name.
+across steps, and never equal an event name; a child's id is `<prefix>_<role>`, but the
+final `end` child is `<prefix>_complete`. The runtime reads roles, never ids.
 """
 
 from __future__ import annotations
@@ -102,24 +103,34 @@ def _step_states(step: CheckedStep, prefix: str) -> tuple[tuple[MachineState, ..
     return checklist(step.kind, step.id, prefix)
 
 
+# Mermaid names the pseudo-states of a compound `<parent>_start` and `<parent>_end`: a
+# child called `<prefix>_end` would be merged with its parent's end marker (drawn as a
+# self-loop), in our diagrams and in python-statemachine's own.
+_ID_SUFFIX = {"end": "complete"}
+
+
 def checklist(
     kind: StepKind, step_id: str, prefix: str
 ) -> tuple[tuple[MachineState, ...], list[MachineTransition]]:
     """The states and transitions of one step of `kind`, their ids prefixed by `prefix`."""
 
     def state(role: str, name: str, initial: bool = False, final: bool = False) -> MachineState:
-        return MachineState(f"{prefix}_{role}", name, step_id, role, initial, final)
+        return MachineState(f"{prefix}_{_ID_SUFFIX.get(role, role)}", name, step_id, role, initial, final)
 
     if kind == "regular":
         work, done = state("work", "Work", initial=True), state("done", "Done", final=True)
         return (work, done), [MachineTransition(work.id, done.id, "confirm")]
     intake, cursor = state("intake", "Intake", initial=True), state("cursor", "Cursor")
     work, revise, end = state("work", "Work"), state("revise", "Revise"), state("end", "End", final=True)
-    return (intake, cursor, work, revise, end), [
+    delegated = state("delegated", "Delegated")
+    return (intake, cursor, work, delegated, revise, end), [
         MachineTransition(intake.id, cursor.id, "submit_tasks"),
         MachineTransition(cursor.id, work.id, None, "has_task"),
         MachineTransition(cursor.id, end.id, None, "past_end"),
         MachineTransition(work.id, cursor.id, "confirm"),
+        MachineTransition(work.id, delegated.id, "delegate"),
+        MachineTransition(delegated.id, cursor.id, "accept_delegation"),
+        MachineTransition(delegated.id, work.id, "return_delegation"),
         MachineTransition(work.id, revise.id, "teleport_revise_tasks"),
         MachineTransition(revise.id, cursor.id, "submit_revision"),
     ]

@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from todoflow.dsl.diagnostics import Diagnostic, TodoflowError
-from todoflow.dsl.encoding import decode
 from todoflow.dsl.spans import whole_file
 
 from .files import write_atomically
 from .legacy import INNER, Flattened, is_legacy, migrate_plan
 from .planfile import load_json, read_plan, read_step_config
+from .sources import decode
 
 CONFIG_FIELDS = ("execution_max_turns", "execution_llm", "conditional_llm")
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from todoflow.dsl.diagnostics import Diagnostic
-from todoflow.dsl.encoding import decode
 from todoflow.dsl.spans import Span, whole_file
 
 from .prompts import CONTEXTS, KINDS_BY_STEP, SUB_AGENT_KIND, check_template, default_template
+from .sources import decode
 
 
 class PromptFile(NamedTuple):

@@ -45,8 +45,13 @@ RECORDS: Mapping[str, tuple[str, ...]] = {
     ),
     "task": ("position", "action", "expected_result", "constraints", "done"),
     "route": ("id", "name", "condition", "step_id"),
-    "limits": ("max_tasks", "max_text", "max_evidence"),
+    "limits": ("max_tasks", "max_text", "max_evidence", "max_instructions"),
+    "turns": ("used", "allowed"),
+    "delegation": ("todo_id", "agent", "passed", "reason"),
+    "learning": ("id", "at", "instructions", "success_criteria", "evidence", "outcome", "files"),
 }
+# What the runtime adds to the context of every kind an orchestrator's turn renders.
+_TURN = {"todo_id": "str", "turns": "turns", "last_delegation": "delegation"}
 
 # Each kind's context: variable -> what it holds (the record name, or a description).
 CONTEXTS: Mapping[str, Mapping[str, str]] = {
@@ -58,6 +63,8 @@ CONTEXTS: Mapping[str, Mapping[str, str]] = {
         "position": "int",
         "total": "int",
         "limits": "limits",
+        "task": "task",
+        **_TURN,
     },
     "intake": {"workflow": "workflow", "step": "step", "ready_tasks": "list of task", "limits": "limits"},
     "work": {
@@ -67,6 +74,7 @@ CONTEXTS: Mapping[str, Mapping[str, str]] = {
         "position": "int",
         "total": "int",
         "limits": "limits",
+        **_TURN,
     },
     "revise": {
         "workflow": "workflow",
@@ -83,6 +91,7 @@ CONTEXTS: Mapping[str, Mapping[str, str]] = {
         "instructions": "str",
         "success_criteria": "str",
         "limits": "limits",
+        "learnings": "list of learning",
     },
 }
 

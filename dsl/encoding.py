@@ -1,6 +1,7 @@
-"""Source text that is not text: bytes that are not UTF-8, and strings holding lone
-surrogates (which a Python `str` can, and no file can). Each is a diagnostic at the
-first bad place, never a `UnicodeError` from a later stage. Imports `dsl.diagnostics`.
+"""Text that is not text: strings holding lone surrogates, which a Python `str` can hold
+and no file can (bytes that are not UTF-8 are `compiler.sources`'). Each is a
+diagnostic at the first bad place, never a `UnicodeError` from a later stage.
+Imports `dsl.diagnostics`.
 """
 
 from __future__ import annotations
@@ -11,30 +12,6 @@ from .diagnostics import Diagnostic
 from .spans import Span
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def decode(data: bytes, path: str) -> tuple[str, Diagnostic | None]:
-    """The UTF-8 text of `data`, and a diagnostic at the first bad byte if it is not UTF-8
-    (the text then comes back decoded with replacement characters, for excerpts)."""
-    try:
-        return data.decode("utf-8"), None
-    except UnicodeDecodeError as error:
-        return data.decode("utf-8", "replace"), _not_utf8(path, data, error)
-
-
-def _not_utf8(path: str, data: bytes, error: UnicodeDecodeError) -> Diagnostic:
-    before = data[: error.start]
-    line = before.count(b"\n") + 1
-    column = len(before[before.rfind(b"\n") + 1 :].decode("utf-8", "replace")) + 1
-    span = Span(path, line, column, line, column + 1)
-    byte = data[error.start]
-    return Diagnostic(
-        "E0007",
-        "error",
-        f"this file is not UTF-8 text: byte 0x{byte:02x} cannot start a character here",
-        span,
-        "save the file as UTF-8",
-    )
 
 
 def first_surrogate(text: str) -> int | None:

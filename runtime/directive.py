@@ -1,25 +1,45 @@
 """What the current node asks: the structured fields, and the prompt rendered from them.
 
-The prompt is rendered on demand from the template the compiler resolved for the
-step and node kind (Jinja `SandboxedEnvironment`, `StrictUndefined`); an error in a
-template is reported with the template's name and line, never as a traceback.
+At a todo_task step's work node the directive is the orchestrator's turn: the current
+todo, the step's routes and whether the generic agent may be used, the turns used and
+allowed, how the last delegation ended, and the model the step's agents should use;
+its prompt is the step's `orchestrator_system`, `orchestrator_user` and `work`
+templates. At the `delegated` node it is the sub-agent's, with a small context only:
+the orchestrator's instructions and success criteria, the route's sub-step and its
+active learnings — nothing else of the orchestrator's turn.
+
+The prompt is rendered on demand (Jinja `SandboxedEnvironment`, `StrictUndefined`);
+an error in a template is reported with the template's name and line, never as a
+traceback.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from todoflow.compiler.checklist import MAX_TASKS, MAX_TEXT
-from todoflow.compiler.prompts import environment
+from todoflow.compiler.prompts import TEMPLATES, environment
 from todoflow.dsl.diagnostics import TodoflowError
 
-from .plan import RunStep, Task, Template
-from .replies import MAX_OUTCOME
-from .state import ProcessState
+from .entries import GENERIC
+from .llm_choice import LlmChoices, Selection, select_llm
+from .orchestrator import out_of_turns
+from .plan import Route, RunStep, Task, Template
+from .replies import MAX_INSTRUCTIONS, MAX_OUTCOME
+from .state import ProcessState, turns_allowed
 
-LIMITS = {"max_tasks": MAX_TASKS, "max_text": MAX_TEXT, "max_evidence": MAX_OUTCOME}
-_COMPILED: dict[str, Any] = {}
+if TYPE_CHECKING:
+    from .learnings import Learning, Learnings
+
+LIMITS = {
+    "max_tasks": MAX_TASKS,
+    "max_text": MAX_TEXT,
+    "max_evidence": MAX_OUTCOME,
+    "max_instructions": MAX_INSTRUCTIONS,
+}
+MAX_PROMPT = 1_000_000  # characters a rendered prompt may hold
 
 
 class PromptError(TodoflowError):
@@ -36,10 +56,11 @@ class Directive:
         state: ProcessState,
         step: RunStep | None,
         workflow: dict[str, str],
-        notes: tuple[str, ...] = (),
+        llms: LlmChoices | None = None,
+        learnings: Learnings | None = None,
     ) -> None:
         self.process_id, self.attempt_id, self.state, self.step = process_id, attempt_id, state, step
-        self.workflow, self.notes = workflow, notes
+        self.workflow, self.llms, self.learnings = workflow, llms or LlmChoices(), learnings
 
     @property
     def completed(self) -> bool:
@@ -54,26 +75,98 @@ class Directive:
         return self.state.task
 
     @property
+    def todo_id(self) -> str | None:
+        """The current todo (`todo_<N>`) at a work or delegated node."""
+        if self.node in ("work", "delegated") and self.state.position <= self.state.total:
+            return f"todo_{self.state.position}"
+        return None
+
+    @property
     def ready_tasks(self) -> tuple[Task, ...] | None:
         return self.step.ready_tasks if self.step is not None and self.node == "intake" else None
 
     @property
+    def orchestrated(self) -> bool:
+        """An orchestrator's turn: the work node of a todo_task step."""
+        return self.step is not None and self.step.kind == "todo_task" and self.node == "work"
+
+    @property
+    def route(self) -> Route | None:
+        """At the delegated node: the route whose sub-agent has the todo (None: the generic agent)."""
+        delegation = self.state.delegation
+        if self.step is None or delegation is None:
+            return None
+        return self.step.route(delegation.agent)
+
+    @property
+    def blocked(self) -> str | None:
+        """Why nobody may reply now (the orchestrator used all its turns), or None."""
+        if self.step is None or self.step.kind != "todo_task":
+            return None
+        return out_of_turns(self.step, self.state)
+
+    @property
+    def todo_blocked(self) -> str | None:
+        """The notes of the current todo, when it is marked blocked (update_todo)."""
+        if self.todo_id is None:
+            return None
+        mark = self.state.mark(self.state.position)
+        return (mark.notes or "blocked") if mark.status == "blocked" else None
+
+    def status(self, driven: bool) -> str:
+        """The run's state in the one vocabulary of the CLI, JSON, MCP and the card:
+        `complete`, `blocked` (out of turns, or its todo marked blocked), `running` (a
+        program drives it: `driven`) or `stopped`; a run that cannot be read is `damaged`."""
+        if self.completed:
+            return "complete"
+        if self.blocked is not None or self.todo_blocked is not None:
+            return "blocked"
+        return "running" if driven else "stopped"
+
+    @property
     def role(self) -> str:
-        """The card's name for the current role: `Task N/M`, `Revise checklist`, `Checklist`."""
+        """The card's name for the current role: `Task N/M`, `Revise checklist`, `Checklist`,
+        `Sub-agent <route> · Task N/M`, `Generic agent · Task N/M`."""
         if self.completed:
             return "Complete"
         if self.node == "revise":
             return "Revise checklist"
         if self.node == "intake":
             return "Checklist"
-        return f"Task {self.state.position}/{self.state.total}"
+        task = f"Task {self.state.position}/{self.state.total}"
+        if self.node == "delegated" and self.state.delegation is not None:
+            agent = self.state.delegation.agent
+            return f"Generic agent · {task}" if agent == GENERIC else f"Sub-agent {agent} · {task}"
+        return task
+
+    @property
+    def llm(self) -> Selection | None:
+        """The model the current agent should use, and the rule that chose it."""
+        if self.step is None or self.completed:
+            return None
+        route = self.route
+        configs = route.step.configs if route is not None else self.step.configs
+        return select_llm("standard", configs, self.llms)
+
+    def offered_learnings(self) -> list[Learning]:
+        """A route's sub-agent's most recent active learnings (bounded)."""
+        route = self.route
+        if route is None or self.learnings is None:
+            return []
+        return self.learnings.offered(route.step_id)
+
+    # -- the prompt ------------------------------------------------------------------------
 
     def prompt(self) -> str:
         """The rendered prompt of the current node ('' once the workflow is complete)."""
         if self.step is None or self.completed:
             return ""
-        template = self.step.template(self.node)
-        return render(template, self.node, self.step, self.context())
+        if self.node == "delegated":
+            return self._sub_agent_prompt()
+        context = self.context()
+        kinds = ("orchestrator_system", "orchestrator_user", "work") if self.orchestrated else (self.node,)
+        parts = [render(self.step.template(kind), kind, self.step, context) for kind in kinds]
+        return _bounded("\n".join(part.rstrip("\n") + "\n" for part in parts), self.step)
 
     def context(self) -> dict[str, Any]:
         assert self.step is not None
@@ -81,44 +174,85 @@ class Directive:
         tasks = [_task(t, i + 1, i + 1 < state.position) for i, t in enumerate(state.tasks)]
         context: dict[str, Any] = {
             "workflow": self.workflow,
-            "step": {
-                "id": step.id,
-                "title": step.title,
-                "kind": step.kind,
-                "description": step.description,
-                "success_criteria": step.success_criteria,
-                "context_dependencies": list(step.context_dependencies),
-                "context_output": step.context_output,
-                "expected_files": list(step.expected_files),
-                "routes": [
-                    {"id": r.id, "name": r.name, "condition": r.condition, "step_id": r.step_id}
-                    for r in step.routes
-                ],
-                "generic_agent": step.generic_agent,
-            },
+            "step": _step(step),
             "limits": LIMITS,
             "position": state.position,
             "total": state.total,
             "tasks": tasks,
             "ready_tasks": [_task(t, i + 1, False) for i, t in enumerate(step.ready_tasks or ())],
+            "todo_id": self.todo_id,
+            "turns": {"used": state.turns, "allowed": turns_allowed(step, state)},
+            "last_delegation": self._returned(),
         }
         if state.task is not None:
             context["task"] = tasks[state.position - 1]
         return context
 
+    def _returned(self) -> dict[str, Any] | None:
+        returned = self.state.returned
+        if returned is None:
+            return None
+        return {
+            "todo_id": f"todo_{returned.position}",
+            "agent": returned.agent,
+            "passed": returned.passed,
+            "reason": returned.reason,
+        }
+
+    def _sub_agent_prompt(self) -> str:
+        assert self.step is not None
+        route = self.route
+        template = (
+            route.step.template if route else Template("built-in sub_agent", TEMPLATES / "sub_agent.j2")
+        )
+        text = render(template, "sub_agent", self.step, self.sub_agent_context())
+        return _bounded(text, self.step)
+
+    def sub_agent_context(self) -> dict[str, Any]:
+        """The small context of the delegated sub-agent: nothing else of the orchestrator's turn."""
+        delegation = self.state.delegation
+        assert delegation is not None
+        route = self.route
+        if route is None:
+            step: dict[str, Any] = {**_EMPTY_STEP, "id": GENERIC, "title": "Generic agent", "kind": "generic"}
+            route_record = {"id": GENERIC, "name": "Generic agent", "condition": "", "step_id": GENERIC}
+        else:
+            sub = route.step
+            step = {
+                **_EMPTY_STEP,
+                "id": sub.id,
+                "title": sub.title,
+                "description": sub.description,
+                "success_criteria": sub.success_criteria,
+                "context_dependencies": list(sub.context_dependencies),
+                "context_output": sub.context_output,
+                "expected_files": list(sub.expected_files),
+            }
+            route_record = _route(route)
+        return {
+            "workflow": self.workflow,
+            "step": step,
+            "route": route_record,
+            "instructions": delegation.instructions,
+            "success_criteria": delegation.success_criteria or "",
+            "limits": LIMITS,
+            "learnings": [_learning(learning) for learning in self.offered_learnings()],
+        }
+
+    # -- as data -----------------------------------------------------------------------
+
     def to_json(self) -> dict[str, Any]:
         """The directive as data: what an MCP client or `--json` receives."""
         if self.completed:
             return {"processId": self.process_id, "completed": True, "result": {}}
+        step = self.step
         out: dict[str, Any] = {
             "processId": self.process_id,
             "attemptId": self.attempt_id,
             "completed": False,
             "node": self.node,
             "role": self.role,
-            "step": {"id": self.step.id, "title": self.step.title, "kind": self.step.kind}
-            if self.step
-            else None,
+            "step": {"id": step.id, "title": step.title, "kind": step.kind} if step else None,
             "position": self.state.position,
             "total": self.state.total,
         }
@@ -129,10 +263,105 @@ class Directive:
             out["ready_tasks"] = [t.as_dict() for t in ready] if ready is not None else None
         if self.node == "revise":
             out["tasks"] = [t.as_dict() for t in self.state.tasks]
-        if self.notes:
-            out["notes"] = list(self.notes)
+        if self.orchestrated and step is not None:
+            out |= self._orchestrator_json(step)
+        if self.node == "delegated":
+            out["delegation"] = self._delegation_json()
+        blocked = self.blocked
+        if blocked is not None:
+            out["blocked"] = blocked
+        llm = self.llm
+        if llm is not None:
+            out["llm"] = {
+                "provider": llm.llm.provider if llm.llm else None,
+                "model_id": llm.llm.model_id if llm.llm else None,
+                "rule": llm.rule,
+            }
         out["prompt"] = self.prompt()
         return out
+
+    def _orchestrator_json(self, step: RunStep) -> dict[str, Any]:
+        return {
+            "todo_id": self.todo_id,
+            "routes": [_route_json(route) for route in step.routes],
+            "generic_agent": step.generic_agent,
+            "turns": {"used": self.state.turns, "allowed": turns_allowed(step, self.state)},
+            "last_delegation": self._returned(),
+        }
+
+    def _delegation_json(self) -> dict[str, Any]:
+        delegation = self.state.delegation
+        assert delegation is not None
+        route = self.route
+        return {
+            "todo_id": f"todo_{delegation.position}",
+            "agent": delegation.agent,
+            "route_id": route.id if route else None,
+            "instructions_to_sub_agent": delegation.instructions,
+            "success_criteria_for_sub_agent": delegation.success_criteria,
+            "sub_step": _route_json(route)["sub_step"] if route else None,
+            "learnings": [_learning(learning) for learning in self.offered_learnings()],
+        }
+
+
+_EMPTY_STEP: dict[str, Any] = {
+    "description": None,
+    "success_criteria": None,
+    "context_dependencies": [],
+    "context_output": None,
+    "expected_files": [],
+    "routes": [],
+    "generic_agent": False,
+}
+
+
+def _step(step: RunStep) -> dict[str, Any]:
+    return {
+        "id": step.id,
+        "title": step.title,
+        "kind": step.kind,
+        "description": step.description,
+        "success_criteria": step.success_criteria,
+        "context_dependencies": list(step.context_dependencies),
+        "context_output": step.context_output,
+        "expected_files": list(step.expected_files),
+        "routes": [_route(r) for r in step.routes],
+        "generic_agent": step.generic_agent,
+    }
+
+
+def _route(route: Route) -> dict[str, Any]:
+    return {"id": route.id, "name": route.name, "condition": route.condition, "step_id": route.step_id}
+
+
+def _route_json(route: Route) -> dict[str, Any]:
+    sub = route.step
+    return {
+        "route_id": route.id,
+        "route_name": route.name,
+        "condition": route.condition,
+        "sub_step": {
+            "id": sub.id,
+            "title": sub.title,
+            "description": sub.description,
+            "success_criteria": sub.success_criteria,
+            "context_dependencies": list(sub.context_dependencies),
+            "context_output": sub.context_output,
+            "expected_files": list(sub.expected_files),
+        },
+    }
+
+
+def _learning(learning: Learning) -> dict[str, Any]:
+    return {
+        "id": learning.id,
+        "at": learning.at,
+        "instructions": learning.instructions,
+        "success_criteria": learning.success_criteria,
+        "evidence": learning.evidence,
+        "outcome": learning.outcome,
+        "files": [file.path for file in learning.files],
+    }
 
 
 def _task(task: Task, position: int, done: bool) -> dict[str, Any]:
@@ -145,18 +374,38 @@ def _task(task: Task, position: int, done: bool) -> dict[str, Any]:
     }
 
 
+def _bounded(text: str, step: RunStep) -> str:
+    if len(text) > MAX_PROMPT:
+        raise PromptError(
+            f"the prompt of step `{step.id}` is {len(text):,} characters; at most {MAX_PROMPT:,} "
+            "(a template that repeats itself?)"
+        )
+    return text
+
+
 def render(template: Template, kind: str, step: RunStep, context: dict[str, Any]) -> str:
     from jinja2 import TemplateError
 
     try:
-        compiled = _COMPILED.get(template.text)
-        if compiled is None:
-            compiled = _COMPILED[template.text] = environment().from_string(template.text)
-        return str(compiled.render(**context))
+        parts, size = [], 0
+        for part in _compiled(template.text).generate(**context):  # stopped before it grows too big
+            size += len(part)
+            if size > MAX_PROMPT:
+                raise PromptError(
+                    f"the `{kind}` prompt of step `{step.id}` ({template.name}) renders more than "
+                    f"{MAX_PROMPT:,} characters"
+                )
+            parts.append(part)
+        return "".join(parts)
     except TemplateError as error:
         line = getattr(error, "lineno", None) or _template_line(error.__traceback__)
         where = f"{template.name}, line {line}" if line else template.name
         raise PromptError(f"the `{kind}` prompt of step `{step.id}` ({where}) failed: {error}") from None
+
+
+@lru_cache(maxsize=256)  # bounded: a server renders the templates of many runs
+def _compiled(text: str) -> Any:
+    return environment().from_string(text)
 
 
 def _template_line(trace: TracebackType | None) -> int | None:

@@ -1,14 +1,15 @@
 """The driver of `todoflow run`: asks the agent, gives the reply to the engine, shows progress.
 
 It acts for the caller at intake when the step has a ready checklist (passing it on
-unchanged), and otherwise only relays. It returns how the run ended: `complete`,
-`blocked` or `stopped` (resumable), or `refused` (a script's reply was refused;
-resumable once the script is fixed).
+unchanged), records a blocked todo as the agent's `update_todo` (so the run says it is
+blocked and a script resumes after the block), and otherwise only relays. It returns
+how the run ended: `complete`, `blocked` or `stopped` (resumable), or `refused` (a
+script's reply was refused; resumable once the script is fixed).
 """
 
 from __future__ import annotations
 
-from typing import TextIO
+from typing import Any, TextIO
 
 from .agents import Agent, Blocked, Stop
 from .card import card_text
@@ -22,6 +23,9 @@ def drive(engine: Engine, agent: Agent, out: TextIO, show_prompts: bool = False)
     directive = engine.directive()
     out.write(card_text(directive))
     while not directive.completed:
+        if directive.blocked is not None:
+            out.write(f"blocked: {directive.blocked}\n")
+            return "blocked"
         if show_prompts:
             out.write(
                 f"--- prompt ({directive.node}, step {directive.state.step_id}) ---\n{directive.prompt()}\n"
@@ -29,31 +33,43 @@ def drive(engine: Engine, agent: Agent, out: TextIO, show_prompts: bool = False)
         by = "agent"
         if directive.node == "intake" and directive.ready_tasks is not None:
             ready = directive.ready_tasks
-            answer: object = {
+            answer: Any = {
                 "tasks": [{"action": t.action, "expected_result": t.expected_result} for t in ready],
                 "progress_checklist_outcome": f"{len(ready)} ordered tasks from the ready checklist",
             }
             by = "caller"
         else:
             answer = agent.reply(directive)
-        if isinstance(answer, Blocked):
-            out.write(f"blocked: {answer.reason}\nthe run stays on {directive.role}; resume it later\n")
-            return "blocked"
         if isinstance(answer, Stop):
             out.write(f"stopped: {answer.reason}\n")
             return "stopped"
+        blocked = answer if isinstance(answer, Blocked) else None
+        if blocked is not None and directive.todo_id is None:  # no todo to mark: just stop
+            out.write(f"blocked: {blocked.reason}\nthe run stays on {directive.role}; resume it later\n")
+            return "blocked"
+        if blocked is not None:
+            answer = _block(directive, blocked.reason)
         try:
-            directive = engine.step(directive.attempt_id, answer, by)  # type: ignore[arg-type]
+            directive = engine.step(directive.attempt_id, answer, by)
         except Refusal as refusal:
             out.write(f"refused: {refusal.reason}\n")
-            agent.refused(refusal.reason)
-            if agent.stops_on_refusal:
+            if not agent.refused(refusal.reason):
                 return "refused"
             directive = refusal.directive
             continue
+        agent.applied()
+        if blocked is not None:
+            out.write(f"blocked: {blocked.reason}\nthe run stays on {directive.role}; resume it later\n")
+            return "blocked"
         out.write(_progress_line(directive))
     out.write(card_text(directive))
     return "complete"
+
+
+def _block(directive: Directive, reason: str) -> dict[str, Any]:
+    """The agent's block as its update_todo: the todo is marked blocked, with the reason."""
+    notes = reason[:500] if reason.strip() else "blocked"
+    return {"update_todo": {"todo_id": directive.todo_id, "status": "blocked", "notes": notes}}
 
 
 def _progress_line(directive: Directive) -> str:
@@ -66,4 +82,10 @@ def _progress_line(directive: Directive) -> str:
     blocks = f"[{state.step_id}] Checklist {position - 1}/{total} -> Prepare {position}/{total}"
     if state.node == "revise":
         return f"{blocks} -> Revise checklist\n"
+    if state.node == "delegated":
+        return f"{blocks} -> {directive.role}\n"
+    returned = state.returned
+    if returned is not None and returned.seq == state.seq and not returned.passed:
+        failed = f"[{state.step_id}] {returned.agent} gave todo_{returned.position} back: {returned.reason}\n"
+        return failed + f"{blocks} -> Task {position}/{total}: {state.tasks[position - 1].action}\n"
     return f"{blocks} -> Task {position}/{total}: {state.tasks[position - 1].action}\n"

@@ -2,11 +2,11 @@
 reply. It never calls an agent; drivers call it, one reply at a time.
 
 A step, under the process's lock: the attempt id must be the current one; the reply
-must be valid for the node (`runtime.replies`); a ready checklist must be passed on
-unchanged; a step that would complete must find its expected files in the
-workspace. Only then is the entry written (one fsync) and the state advanced. A
-refused reply changes nothing and comes back with the reason and the current
-directive.
+must be valid for the node (`runtime.replies`, and the orchestrator's rules in
+`runtime.orchestrator`); a ready checklist must be passed on unchanged; a step that
+would complete must find its expected files in the workspace. Only then is the entry
+written (one fsync) and the state advanced. A refused reply changes nothing and comes
+back with the reason and the current directive.
 """
 
 from __future__ import annotations
@@ -17,12 +17,35 @@ from pathlib import Path
 from typing import Any
 
 from todoflow.dsl.diagnostics import TodoflowError
+from todoflow.dsl.nodes import replace
 
+from . import orchestrator
 from .directive import Directive
+from .entries import Confirm, Entry, RaiseTurns, Revise, SubmitTasks, Teleport
+from .events import todos
+from .learnings import Learnings
+from .llm_choice import LlmChoices
 from .plan import Task
-from .replies import IntakeReply, InvalidReply, RevisionReply, TeleportReply, WorkReply, parse_reply
+from .replies import (
+    CompleteReply,
+    CompleteTodo,
+    ContinueReply,
+    CreateTodo,
+    DelegateReply,
+    IntakeReply,
+    InvalidReply,
+    Reply,
+    RevisionReply,
+    SubAgentFailed,
+    TaskItem,
+    TeleportReply,
+    UpdateTodo,
+    WorkReply,
+    parse_reply,
+)
 from .state import ProcessState, attempt_id, leave, settle
-from .store import Store
+from .store import DamagedRun, Store
+from .workspace import missing
 
 Clock = Callable[[], str]
 
@@ -49,10 +72,13 @@ class Engine:
         workspace: Path,
         workflow: Mapping[str, str],
         clock: Clock = utc_now,
+        llms: LlmChoices | None = None,
+        learnings: Learnings | None = None,
     ) -> None:
         self.store, self.plan, self.workspace = store, store.plan, workspace
         self.workflow = dict(workflow)
         self.clock = clock
+        self.llms, self.learnings = llms or LlmChoices(), learnings
 
     @property
     def process_id(self) -> str:
@@ -60,22 +86,44 @@ class Engine:
 
     def close(self) -> None:
         """Release the store's files (a run folder's derived files are brought up to date)."""
-        close = getattr(self.store, "close", None)
-        if close is not None:
-            close()
+        self.store.close()
+
+    def repair(self) -> bool:
+        """Bring the derived files (events, todos) up to the journal, if a crash left them
+        behind; writes nothing when they are current. A store also does this before its
+        first step, so only a driver that may not step (a complete run) needs to ask."""
+        return self.store.repair()
 
     def __enter__(self) -> Engine:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *_: object) -> None:
         self.close()
 
     def directive(self) -> Directive:
         with self.store.locked() as state:
             return self._directive(state)
 
+    def status(self) -> str:
+        """The run's state: `complete`, `blocked`, `running`, `stopped`, or `damaged`."""
+        try:
+            directive = self.directive()
+        except DamagedRun:
+            return "damaged"
+        return directive.status(self.store.driven())
+
+    def todos(self) -> str:
+        """`list_todos`: the current step's checklist in the todos.json format."""
+        with self.store.locked() as state:
+            step = self.plan.step(state.step_id) if state.step_id else None
+            if step is None or step.kind != "todo_task" or not state.tasks:
+                raise InvalidReply(
+                    "there is no checklist to list: the current node is not a todo_task step's work"
+                )
+            return todos(step, state)
+
     def step(self, attempt: str, data: Mapping[str, Any], by: str = "agent") -> Directive:
-        """Apply one reply; returns the next directive, or raises `Refusal`."""
+        """Apply one reply (or todo tool call); returns the next directive, or raises `Refusal`."""
         with self.store.locked() as state:
             if state.finished:
                 raise Refusal("the run is complete; there is nothing to reply to", self._directive(state))
@@ -84,71 +132,112 @@ class Engine:
                 reason = f"attempt `{attempt}` is stale or used; the current attempt is `{current}`"
                 raise Refusal(reason, self._directive(state))
             try:
-                entry = self._entry(state, parse_reply(state.node, data), by)
+                step = self.plan.step(state.step_id or "")
+                reply = parse_reply(state.node, data, orchestrated=step.kind == "todo_task")
+                entry = self._entry(state, reply, by)
                 settled = settle(self.plan, state, entry)
                 if settled.step_complete:
                     self._check_outputs(settled)
             except InvalidReply as invalid:
                 raise Refusal(invalid.reason, self._directive(state)) from None
-            after = leave(self.plan, settled, entry["at"])
-            self.store.commit(entry, state, settled, after)
-            return self._directive(after)
+            return self._commit(entry, state, settled)
+
+    def raise_turns(self, attempt: str, execution_max_turns: int) -> Directive:
+        """Raise the current step's bound on orchestrator turns (the caller's decision,
+        journaled), so a run stopped at its bound can go on."""
+        with self.store.locked() as state:
+            current = attempt_id(self.process_id, state.seq)
+            step = self.plan.step(state.step_id) if state.step_id else None
+            if attempt != current or step is None or step.kind != "todo_task":
+                raise Refusal(
+                    "the bound on orchestrator turns applies to a todo_task step", self._directive(state)
+                )
+            if execution_max_turns <= state.turns:
+                used = state.turns
+                reason = (
+                    f"the step has used {used} turns; a new bound must be larger, not {execution_max_turns}"
+                )
+                raise Refusal(reason, self._directive(state))
+            entry = RaiseTurns(state.seq + 1, self.clock(), "caller", step.id, execution_max_turns)
+            return self._commit(entry, state, settle(self.plan, state, entry))
+
+    def _commit(self, entry: Entry, state: ProcessState, settled: ProcessState) -> Directive:
+        after = leave(self.plan, settled, entry.at)
+        self.store.commit(entry, state, settled, after)
+        return self._directive(after)
 
     def _directive(self, state: ProcessState) -> Directive:
         step = self.plan.step(state.step_id) if state.step_id else None
-        return Directive(self.process_id, attempt_id(self.process_id, state.seq), state, step, self.workflow)
+        return Directive(
+            self.process_id,
+            attempt_id(self.process_id, state.seq),
+            state,
+            step,
+            self.workflow,
+            self.llms,
+            self.learnings,
+        )
 
-    def _entry(self, state: ProcessState, reply: object, by: str) -> dict[str, Any]:
-        entry: dict[str, Any] = {"seq": state.seq + 1, "at": self.clock(), "by": by, "step": state.step_id}
-        if isinstance(reply, IntakeReply):
-            ready = self.plan.step(state.step_id or "").ready_tasks
-            if ready is None:
-                listed: dict[str, Any] = {"tasks": reply.model_dump(include={"tasks"})["tasks"]}
-            else:  # passed on unchanged, so the entry names it: the run's plan holds it
-                _check_ready(reply, ready)
-                listed = {"ready": True}
-            return entry | {
-                "type": "submit_tasks",
-                **listed,
-                "checklist_outcome": reply.progress_checklist_outcome,
-            }
-        if isinstance(reply, WorkReply):
-            return entry | {
-                "type": "confirm",
-                "position": state.position,
-                "evidence": reply.evidence,
-                "outcome": reply.progress_execution_outcome,
-            }
-        if isinstance(reply, TeleportReply):
-            if state.node != "work" or self.plan.step(state.step_id or "").kind != "todo_task":
-                raise InvalidReply("teleportTo is only possible while working on a task of a todo_task step")
-            return entry | {"type": "teleport", "position": state.position}
-        assert isinstance(reply, RevisionReply)
-        tasks = reply.model_dump(include={"tasks"})["tasks"]
-        for given, old in zip(
-            tasks, state.tasks, strict=False
-        ):  # a task kept as it was keeps its constraints
-            if old.constraints and (given["action"], given["expected_result"]) == (
-                old.action,
-                old.expected_result,
-            ):
-                given["constraints"] = list(old.constraints)
-        return entry | {
-            "type": "revise",
-            "tasks": tasks,
-            "resume_from_task": reply.resume_from_task,
-            "checklist_outcome": reply.progress_checklist_outcome,
-            "work_outcome": reply.progress_execution_outcome,
-        }
+    def _entry(self, state: ProcessState, reply: Reply, by: str) -> Entry:
+        step_id = state.step_id or ""
+        step = self.plan.step(step_id)
+        head = (state.seq + 1, self.clock(), by, step_id)
+        if step.kind == "todo_task" and by == "agent" and state.node != "delegated":
+            exhausted = orchestrator.out_of_turns(step, state)
+            if exhausted is not None:
+                raise InvalidReply(exhausted)
+        match reply:
+            case IntakeReply():
+                if step.ready_tasks is None:
+                    return SubmitTasks(*head, _tasks(reply.tasks), reply.progress_checklist_outcome)
+                _check_ready(reply, step.ready_tasks)  # passed on unchanged: the run's plan holds it
+                return SubmitTasks(*head, None, reply.progress_checklist_outcome)
+            case WorkReply() | SubAgentFailed() if state.node == "delegated":
+                return orchestrator.sub_agent(head, step, state, reply, self.workspace)
+            case WorkReply():
+                return Confirm(*head, state.position, reply.evidence, reply.progress_execution_outcome)
+            case TeleportReply():
+                if state.node != "work" or step.kind != "todo_task":
+                    raise InvalidReply(
+                        "teleportTo is only possible while working on a task of a todo_task step"
+                    )
+                return Teleport(*head, state.position)
+            case RevisionReply():
+                return Revise(
+                    *head,
+                    _kept_constraints(_tasks(reply.tasks), state.tasks),
+                    reply.resume_from_task,
+                    reply.progress_checklist_outcome,
+                    reply.progress_execution_outcome,
+                )
+            case DelegateReply() | ContinueReply() | CompleteReply():
+                return orchestrator.decision(head, step, state, reply)
+            case CreateTodo() | UpdateTodo() | CompleteTodo():
+                return orchestrator.tool(head, step, state, reply, self.workspace)
+            case SubAgentFailed():
+                raise InvalidReply("`failed` is a delegated sub-agent's answer; no todo is delegated now")
 
     def _check_outputs(self, settled: ProcessState) -> None:
         step = self.plan.step(settled.step_id or "")
         for name in step.expected_files:
-            if not (self.workspace / name).exists():
-                raise InvalidReply(
-                    f"step `{step.id}` cannot complete: "
-                    f"its expected file `{name}` does not exist in the workspace"
-                )
+            problem = missing(self.workspace, name)
+            if problem is not None:
+                raise InvalidReply(f"step `{step.id}` cannot complete: its expected file {problem}")
+
+
+def _tasks(items: list[TaskItem]) -> tuple[Task, ...]:
+    return tuple(Task(item.action, item.expected_result) for item in items)
+
+
+def _kept_constraints(tasks: tuple[Task, ...], old: tuple[Task, ...]) -> tuple[Task, ...]:
+    """A revised task left as it was at its position keeps its constraints and priority
+    (an agent's reply carries neither: the source or create_todo gave them)."""
+    return tuple(
+        replace(task, constraints=old[i].constraints, priority=old[i].priority)
+        if i < len(old) and (task.action, task.expected_result) == (old[i].action, old[i].expected_result)
+        else task
+        for i, task in enumerate(tasks)
+    )
 
 
 def _check_ready(reply: IntakeReply, ready: tuple[Task, ...]) -> None:

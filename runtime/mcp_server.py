@@ -1,420 +1,429 @@
-"""`todoflow serve`: the Todo List protocol as MCP tools, for any MCP client.
+"""`todoflow serve`: the protocol of `runtime.service` as MCP tools, for any MCP client.
 
-Three tools over one passive engine: `start` (prepare, then execute once), `step` (one
-reply for the current node) and `status`. The external agent is the driver: each
-`step` call is one engine step. Runs live in the same run folders as `todoflow run`,
-so `todoflow status` shows them and a new server continues a run a killed one left.
-Only this module imports the `mcp` SDK (the optional `mcp` extra).
+Tools: `start` (prepare, then execute once), `step` (one reply to the current node: a
+confirmation, a teleport, a revision, an orchestrator's decision, a sub-agent's answer),
+the seed's todo tools `create_todo`, `update_todo`, `complete_todo` (which take the
+current `attemptId`: each is one journaled step) and `list_todos`, `get_todo` (which
+read), and `status`. The external agent is the driver: each call is one engine step.
+
+Input schemas are generated from the reply models (`runtime.replies`), every accepted
+field with its description on the property. Arguments reach the engine as sent, so a
+reply is validated — strictly, unknown fields refused, in the same words — exactly as
+from the CLI or a script. Only this module imports the `mcp` SDK (the `mcp` extra).
 """
 
 from __future__ import annotations
 
+import copy
 import json
-import os
-import secrets
-import threading
-from collections.abc import Iterable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Any
 
-from pydantic import Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field
 
-from todoflow.compiler.files import write_atomically
-from todoflow.dsl.diagnostics import TodoflowError, render_all
+from .replies import (
+    CompleteTodo,
+    ContinueReply,
+    CreateTodo,
+    DelegateReply,
+    IntakeReply,
+    RevisionReply,
+    SubAgentFailed,
+    TeleportReply,
+    UpdateTodo,
+    WorkReply,
+)
+from .service import LIMITS, ServeError, TodoService, Workflows
 
-from . import process
-from .card import card_data
-from .directive import Directive, PromptError
-from .engine import Engine, Refusal
-from .plan import PlanError, load_plan_files, parse_ready_tasks
-from .replies import IntakeReply, RevisionReply, TaskItem, TeleportReply, WorkReply
-from .store import FolderStore, StoreError
+Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
-BUILT_IN = Path(__file__).with_name("flows")
-ALIASES = {"moira/todo-list": "todo-list"}
-
-
-class ServeError(TodoflowError):
-    """A request the server refuses, with the reason (becomes an MCP tool error)."""
-
-
-def _schema(model: type, field: str) -> dict[str, Any]:
-    """The JSON Schema of one field of a reply model, for a tool's published input schema."""
-    schema = dict(model.model_json_schema()["properties"][field])  # type: ignore[attr-defined]
-    schema.pop("title", None)
-    return schema
-
-
-_TASK = {k: v for k, v in TaskItem.model_json_schema().items() if k in ("type", "properties", "required")}
-_TASKS = {
-    "type": "array",
-    "items": _TASK,
-    "minItems": 1,
-    "maxItems": 100,
-    "description": "The checklist, in order: 1 to 100 tasks, each {action, expected_result}.",
-}
+INSTRUCTIONS = (
+    "Todo-task workflows whose engine, not the model, decides when work is done. Call `start` with "
+    "action `prepare` (a workflowId; optionally a ready checklist in `tasks` or a `goal`), then `start` "
+    "with action `execute`. Then answer each directive with `step` (its processId and attemptId): at "
+    "`intake` send the checklist; at `work` either do the task yourself, check its expected result and "
+    "confirm it with `evidence` + `progress_execution_outcome`, or — in a todo_task step, as the "
+    "orchestrator — delegate it with `next_action: delegate` to one of the directive's `routes` "
+    "(`selected_route_id`) or the generic agent (`use_generic_agent: true`), giving the sub-agent "
+    "complete `instructions_to_sub_agent`: it sees nothing else. The next directive (node `delegated`) "
+    "is then the sub-agent's: hand it to a sub-agent of your own if you have them; it answers with "
+    "`evidence` + `progress_execution_outcome`, or `failed`. A route's answer passes only when its "
+    "expected files exist. If a task is blocked, mark it with `update_todo` (status blocked) instead of "
+    "confirming it. If the checklist is wrong, send teleportTo 'teleport-revise-tasks'."
+)
 
 
-def _optional(schema: dict[str, Any]) -> Any:
-    return WithJsonSchema({"anyOf": [schema, {"type": "null"}], "default": None})
+class ReadyTask(BaseModel):
+    """One item of a ready checklist given at `prepare`."""
 
+    model_config = ConfigDict(extra="forbid")
 
-class Offer(NamedTuple):
-    """A workflow ready to start: from a `.todoflow` source or a plan.json made elsewhere."""
-
-    workflow_id: str
-    title: str
-    steps: list[dict[str, Any]]  # plan.json's steps
-    notes: list[str]  # the reorders the compiler reported
-    definition: Any  # what `process.create` stores: Artifacts or PlanFiles
-    source: Path
-    source_sha256: str
-
-
-class Workflows:
-    """The workflows a server offers, by workflow id: `*.todoflow` files and `*/plan.json`
-    plans (legacy nested ones too) in its folders. A broken one keeps its diagnostics."""
-
-    def __init__(self, folders: Iterable[Path]) -> None:
-        self.sources: dict[str, Path] = {}
-        self.broken: dict[str, str] = {}  # workflow id (or file stem) -> rendered diagnostics
-        files = [*sorted(BUILT_IN.glob("*.todoflow"))]
-        for folder in folders:
-            files += [*sorted(folder.glob("*.todoflow")), *sorted(folder.glob("*/plan.json"))]
-        for file in files:
-            try:
-                offer = self.load(file)
-            except ServeError as error:
-                self.broken[_declared_id(file) or _folder_id(file)] = str(error)
-            else:
-                self.sources[offer.workflow_id] = file
-                self.broken.pop(offer.workflow_id, None)
-
-    def ids(self) -> list[str]:
-        return sorted(self.sources)
-
-    def offer(self, workflow_id: str) -> Offer:
-        workflow_id = ALIASES.get(workflow_id, workflow_id)
-        if workflow_id in self.broken:
-            raise ServeError(f"workflow `{workflow_id}` does not compile:\n{self.broken[workflow_id]}")
-        if workflow_id not in self.sources:
-            raise ServeError(f"no workflow `{workflow_id}`; this server offers {', '.join(self.ids())}")
-        return self.load(self.sources[workflow_id])  # read again: it may have changed on disk
-
-    @staticmethod
-    def load(file: Path) -> Offer:
-        from todoflow.api import compile as compile_workflow
-
-        if file.name == "plan.json":
-            definition, problems = load_plan_files(file)
-            if definition is None:
-                raise ServeError(render_all(problems, {}))
-            steps = json.loads(dict(definition.files)["plan.json"])["steps"]
-            return Offer(
-                definition.workflow_id,
-                definition.title,
-                steps,
-                [],
-                definition,
-                file,
-                definition.source_sha256,
-            )
-        compiled = compile_workflow(file)
-        if not compiled.ok or compiled.workflow is None:
-            raise ServeError(render_all(compiled.diagnostics, compiled.sources))
-        workflow = compiled.workflow
-        notes = [d.message for d in compiled.diagnostics if d.severity == "note"]
-        return Offer(
-            workflow.id,
-            workflow.title,
-            compiled.plan["steps"],
-            notes,
-            compiled.artifacts,
-            file,
-            workflow.source_sha256,
-        )
-
-
-def _first_checklist_step(offer: Offer) -> str:
-    """The step a caller's ready checklist goes to: the workflow's first todo_task step."""
-    first = next((s["id"] for s in offer.steps if s["type"] == "todo_task"), None)
-    if first is None:
-        raise ServeError(f"workflow `{offer.workflow_id}` has no todo_task step to take a checklist")
-    return str(first)
-
-
-def _folder_id(file: Path) -> str:
-    return file.parent.name if file.name == "plan.json" else file.stem
-
-
-def _declared_id(file: Path) -> str | None:
-    import re
-
-    match = re.search(
-        r"^\s*workflow\s+([a-z][a-z0-9_-]*)", file.read_text(encoding="utf-8", errors="replace"), re.M
+    action: str = Field(description="Self-contained work to perform (1-1,000 characters).")
+    expected_result: str = Field(description="An observable completion condition (1-1,000 characters).")
+    constraints: list[str] | None = Field(
+        default=None, description="Remarks that govern this task (kept with it, not run as tasks)."
     )
-    return match.group(1) if match else None
+    label: str | None = Field(default=None, description="A name other items' `after` can refer to.")
+    after: list[str] | None = Field(
+        default=None, description="Labels of the items this one needs done first: it is ordered after them."
+    )
 
 
-class TodoService:
-    """The protocol, independent of the transport: what the MCP tools call."""
+def _properties(model: type[BaseModel]) -> tuple[dict[str, Any], list[str]]:
+    """A model's properties as a tool's input schema shows them: references inlined, no
+    titles, a description on the property itself (not inside an `anyOf` branch)."""
+    schema = model.model_json_schema()
+    definitions = schema.get("$defs", {})
+    properties = {name: _clean(value, definitions) for name, value in schema["properties"].items()}
+    return properties, list(schema.get("required", []))
 
-    def __init__(self, workflows: Workflows, run_dir: Path) -> None:
-        self.workflows, self.run_dir = workflows, run_dir
-        self._engines: dict[str, tuple[Engine, FolderStore]] = {}
-        self._lock = threading.Lock()
 
-    # -- start ---------------------------------------------------------------------------
+def _clean(value: Any, definitions: dict[str, Any]) -> Any:
+    if isinstance(value, dict):
+        if "$ref" in value:
+            value = {
+                **definitions[value["$ref"].rsplit("/", 1)[-1]],
+                **{k: v for k, v in value.items() if k != "$ref"},
+            }
+        out = {k: _clean(v, definitions) for k, v in value.items() if k not in ("title", "$defs")}
+        for branch in out.get("anyOf", []):  # hoist a branch's description to the property
+            if isinstance(branch, dict) and "description" in branch:
+                out.setdefault("description", branch.pop("description"))
+        return out
+    if isinstance(value, list):
+        return [_clean(item, definitions) for item in value]
+    return value
 
-    def prepare(self, workflow_id: str, parent: str, tasks: Any, goal: str | None) -> dict[str, Any]:
-        offer = self.workflows.offer(workflow_id)
-        notes = list(offer.notes)
-        count = None
-        if tasks is not None:
-            _first_checklist_step(offer)
-            try:
-                ordered, moved = parse_ready_tasks(tasks, "tasks")
-            except PlanError as error:
-                raise ServeError(str(error)) from None
-            notes += moved
-            count = len(ordered)
-        start_id = f"start-{secrets.token_hex(8)}"
-        record = {
-            "workflowId": offer.workflow_id,
-            "parentExecutionId": parent,
-            "tasks": tasks,
-            "goal": goal,
-        }
-        write_atomically(self._starts() / f"{start_id}.json", json.dumps(record, ensure_ascii=False) + "\n")
-        steps = [{"id": s["id"], "type": s["type"], "title": s["title"]} for s in offer.steps]
-        return {
-            "startAttemptId": start_id,
-            "workflowId": offer.workflow_id,
-            "title": offer.title,
-            "steps": steps,
-            "taskCount": count,
-            "notes": notes,
-        }
 
-    def execute(self, start_id: str) -> dict[str, Any]:
-        record_file = self._starts() / f"{Path(start_id).name}.json"
-        try:
-            record = json.loads(record_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            raise ServeError(
-                f"unknown startAttemptId `{start_id}`: call start with action `prepare` first"
-            ) from None
-        executed = self._starts() / f"{Path(start_id).name}.executed"
-        if executed.exists():
-            done = executed.read_text(encoding="utf-8").strip()
-            raise ServeError(f"startAttemptId `{start_id}` was executed already (process `{done}`)")
-        offer = self.workflows.offer(record["workflowId"])
-        ready = {}
-        if record["tasks"] is not None:
-            first = _first_checklist_step(offer)
-            ready = {first: parse_ready_tasks(record["tasks"], "tasks")[0]}
-        meta = {
-            "title": offer.title,
-            "source": str(offer.source.resolve()),
-            "source_sha256": offer.source_sha256,
-            "workspace": str(Path.cwd()),
-            "parent_execution_id": record["parentExecutionId"],
-            "start_attempt_id": start_id,
-            "goal": record["goal"],
-        }
-        try:  # a start attempt executes once, across servers too: the first to claim it
-            claim = os.open(executed, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            raise ServeError(f"startAttemptId `{start_id}` was executed already") from None
-        try:
-            folder = process.create(self.run_dir, offer.definition, meta, ready)
-            os.write(claim, folder.name.encode())
-        except BaseException:
-            executed.unlink(missing_ok=True)
-            raise
-        finally:
-            os.close(claim)
-        return self._directive(folder.name, self._engine(folder.name).directive())
+def _text(description: str, limit: int) -> dict[str, Any]:
+    return {"type": "string", "maxLength": limit, "description": description}
 
-    def _starts(self) -> Path:
-        folder = self.run_dir / ".starts"
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder
 
-    # -- step and status ---------------------------------------------------------------
+PROCESS = {
+    "processId": _text("The process, from start execute.", LIMITS["processId"]),
+    "attemptId": _text("The attemptId of the current directive.", LIMITS["attemptId"]),
+}
+STEP_REPLIES: list[tuple[str, type[BaseModel]]] = [
+    ("intake", IntakeReply),
+    ("work", WorkReply),
+    ("work", TeleportReply),
+    ("revise", RevisionReply),
+    ("work, as the orchestrator", DelegateReply),
+    ("work, as the orchestrator", ContinueReply),
+    ("delegated, as the sub-agent", SubAgentFailed),
+]
 
-    def step(self, process_id: str, attempt: str, reply: dict[str, Any]) -> dict[str, Any]:
-        engine = self._engine(process_id)
-        try:
-            return self._directive(process_id, engine.step(attempt, reply))
-        except Refusal as refusal:
-            current = json.dumps(self._directive(process_id, refusal.directive), ensure_ascii=False, indent=2)
-            raise ServeError(
-                f"refused: {refusal.reason}; nothing changed.\ncurrent directive: {current}"
-            ) from None
 
-    def status(self, process_id: str | None) -> dict[str, Any]:
-        if process_id is not None:
-            directive = self._engine(process_id).directive()
-            return card_data(directive) | {"directive": self._directive(process_id, directive)}
-        runs = []
-        for folder, meta in process.all_metas(self.run_dir):
-            directive = self._peek(folder.name)
-            runs.append(
-                {
-                    "processId": folder.name,
-                    "workflowId": meta.get("workflow_id"),
-                    "completed": directive.completed,
-                    "role": directive.role,
-                }
+def step_schema() -> dict[str, Any]:
+    """Every field a `step` may carry, from the reply models, each saying where it belongs."""
+    properties: dict[str, Any] = dict(PROCESS)
+    used: dict[str, list[str]] = {}
+    for node, model in STEP_REPLIES:
+        fields, _ = _properties(model)
+        for name, schema in fields.items():
+            if name not in properties:
+                properties[name] = copy.deepcopy(schema)
+            if node not in used.setdefault(name, []):
+                used[name].append(node)
+    for name, nodes in used.items():
+        text = properties[name].get("description", "")
+        properties[name]["description"] = f"[{'; '.join(nodes)}] {text}".strip()
+    properties["next_action"] = {
+        "type": "string",
+        "enum": ["delegate", "continue", "complete"],
+        "description": "[work, as the orchestrator] `delegate` the current todo to a route's sub-agent or "
+        "the generic agent; `continue` (you worked on your own, another turn); `complete` (accepted only "
+        "when every todo is confirmed).",
+    }
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": ["processId", "attemptId"],
+        "additionalProperties": False,
+    }
+
+
+def tool_schema(model: type[BaseModel] | None, process_only: bool = False) -> dict[str, Any]:
+    properties: dict[str, Any] = {"processId": PROCESS["processId"]}
+    required = ["processId"]
+    if not process_only:
+        properties["attemptId"] = PROCESS["attemptId"]
+        required.append("attemptId")
+    if model is not None:
+        fields, needed = _properties(model)
+        properties |= fields
+        required += needed
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+def start_schema() -> dict[str, Any]:
+    ready, _ = _properties(ReadyTask)
+    return {
+        "type": "object",
+        "properties": {
+            "action": {
+                "type": "string",
+                "enum": ["prepare", "execute"],
+                "description": "`prepare` first, then `execute`.",
+            },
+            "workflowId": _text("For prepare: the workflow, e.g. `todo-list`.", LIMITS["workflowId"]),
+            "parentExecutionId": _text(
+                "For prepare: the caller's execution id, or `none`.", LIMITS["parentExecutionId"]
+            ),
+            "tasks": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 100,
+                "items": {
+                    "type": "object",
+                    "properties": ready,
+                    "required": ["action", "expected_result"],
+                    "additionalProperties": False,
+                },
+                "description": "For prepare: a ready checklist for the first todo_task step, "
+                "passed on unchanged "
+                "and ordered by `after`.",
+            },
+            "goal": _text("For prepare: the goal to compose a checklist from.", LIMITS["goal"]),
+            "workspace": _text(
+                "For prepare: the run's workspace, a folder inside the server's (default: the server's).",
+                LIMITS["workspace"],
+            ),
+            "startAttemptId": _text("For execute: the id prepare returned.", LIMITS["startAttemptId"]),
+        },
+        "required": ["action"],
+        "additionalProperties": False,
+    }
+
+
+def _tools(
+    service: TodoService,
+) -> list[tuple[str, str, dict[str, Any], Callable[[dict[str, Any]], dict[str, Any]]]]:
+    """(name, description, input schema, handler of the arguments as sent)."""
+
+    def start(a: dict[str, Any]) -> dict[str, Any]:
+        _known(a, start_schema())
+        if a.get("action") == "prepare":
+            return service.prepare(
+                a.get("workflowId"),
+                a.get("parentExecutionId"),
+                a.get("tasks"),
+                a.get("goal"),
+                a.get("workspace"),
             )
-        return {"runs": runs, "workflows": self.workflows.ids()}
+        if a.get("action") == "execute":
+            return service.execute(a.get("startAttemptId"))
+        raise ServeError("action must be `prepare` or `execute`")
 
-    def _peek(self, process_id: str) -> Directive:
-        """The current directive of a process, without keeping its files open (a listing
-        may name thousands of runs)."""
-        with self._lock:
-            cached = self._engines.get(process_id)
-        if cached is not None:
-            return cached[0].directive()
-        try:
-            engine, store = process.open_process(self.run_dir, process_id)
-        except (StoreError, PlanError) as error:
-            raise ServeError(str(error)) from None
-        try:
-            return engine.directive()
-        finally:
-            store.close()
+    def step(a: dict[str, Any]) -> dict[str, Any]:
+        reply = {k: v for k, v in a.items() if k not in PROCESS and v is not None}
+        return service.step(a.get("processId"), a.get("attemptId"), reply)
 
-    def _engine(self, process_id: str) -> Engine:
-        with self._lock:
-            if process_id not in self._engines:
-                try:
-                    self._engines[process_id] = process.open_process(self.run_dir, Path(process_id).name)
-                except (StoreError, PlanError) as error:
-                    raise ServeError(str(error)) from None
-                self._engines[process_id][1].repair()
-            return self._engines[process_id][0]
+    def todo_tool(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        def call(a: dict[str, Any]) -> dict[str, Any]:
+            arguments = {k: v for k, v in a.items() if k not in PROCESS}
+            return service.step(a.get("processId"), a.get("attemptId"), {name: arguments})
 
-    def _directive(self, process_id: str, directive: Directive) -> dict[str, Any]:
-        try:
-            return directive.to_json()
-        except PromptError as error:
-            raise ServeError(str(error)) from None
+        return call
 
-    def close(self) -> None:
-        with self._lock:
-            for _, store in self._engines.values():
-                store.close()
-            self._engines.clear()
+    def list_todos(a: dict[str, Any]) -> dict[str, Any]:
+        _known(a, tool_schema(None, process_only=True))
+        return service.todos(a.get("processId"))
+
+    def get_todo(a: dict[str, Any]) -> dict[str, Any]:
+        _known(a, {"properties": {"processId": 1, "todo_id": 1}})
+        return service.todos(a.get("processId"), a.get("todo_id") or "")
+
+    def status(a: dict[str, Any]) -> dict[str, Any]:
+        _known(a, {"properties": {"processId": 1}})
+        return service.status(a.get("processId"))
+
+    todo_id = {
+        "todo_id": {
+            "type": "string",
+            "pattern": "^todo_[1-9][0-9]{0,2}$",
+            "description": "The todo, `todo_<N>`.",
+        }
+    }
+    get_schema = tool_schema(None, process_only=True)
+    get_schema["properties"] |= todo_id
+    get_schema["required"].append("todo_id")
+    status_schema = {
+        "type": "object",
+        "properties": {
+            "processId": {**PROCESS["processId"], "description": "A process id; omit to list runs."}
+        },
+        "additionalProperties": False,
+    }
+    return [
+        (
+            "start",
+            "Start a workflow: `prepare` it (returns a startAttemptId), then `execute` it once.",
+            start_schema(),
+            start,
+        ),
+        (
+            "step",
+            "Apply one reply to the current node of a process. "
+            "intake: `tasks` + `progress_checklist_outcome`. "
+            "work: `evidence` + `progress_execution_outcome` after doing and checking the task yourself; "
+            "or, as the orchestrator of a todo_task step, a decision "
+            "(`next_action`: delegate to a route or the generic "
+            "agent with complete instructions, or continue); or `teleportTo: teleport-revise-tasks` when the "
+            "checklist is wrong. "
+            "delegated (the sub-agent's turn): `evidence` + `progress_execution_outcome`, "
+            "or `failed`. revise: `tasks`, `resume_from_task`, `progress_checklist_outcome`, "
+            "`progress_execution_outcome`. Returns the next directive, or {completed: true, result: {}}.",
+            step_schema(),
+            step,
+        ),
+        (
+            "create_todo",
+            "Append a todo at the end of the current checklist (positions stay as they are).",
+            tool_schema(CreateTodo),
+            todo_tool("create_todo"),
+        ),
+        (
+            "update_todo",
+            "Set a todo's status (in_progress or blocked) and notes. "
+            "A delegated sub-agent may update only its own todo.",
+            tool_schema(UpdateTodo),
+            todo_tool("update_todo"),
+        ),
+        (
+            "complete_todo",
+            "Confirm the current todo with evidence (`result` is the outcome shown). A delegated sub-agent "
+            "completes its own todo this way; a route's answer is prevalidated first.",
+            tool_schema(CompleteTodo),
+            todo_tool("complete_todo"),
+        ),
+        (
+            "list_todos",
+            "The current step's todos, in the todos.json format.",
+            tool_schema(None, process_only=True),
+            list_todos,
+        ),
+        ("get_todo", "One todo of the current step, in the todos.json format.", get_schema, get_todo),
+        (
+            "status",
+            "The run card of a process (Checklist -> Prepare -> Work), or every run.",
+            status_schema,
+            status,
+        ),
+    ]
+
+
+def _known(arguments: dict[str, Any], schema: dict[str, Any]) -> None:
+    unknown = sorted(set(arguments) - set(schema["properties"]))
+    if unknown:
+        names = ", ".join(f"`{name}`" for name in unknown)
+        raise ServeError(
+            f"{names} is not an argument of this tool: it takes "
+            + ", ".join(f"`{p}`" for p in schema["properties"])
+        )
 
 
 def build_server(service: TodoService) -> Any:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.tools import Tool
+    from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 
-    server = MCPServer(
-        "todoflow",
-        instructions=(
-            "Todo List workflows: call `start` with action `prepare` (a workflowId; optionally a ready "
-            "checklist in `tasks`), then `start` with action `execute`; then call `step` once per directive "
-            "with its processId and attemptId. Do each task and check its expected result before confirming "
-            "it with evidence. If a task is blocked, do not call step. If the checklist is wrong, send "
-            "teleportTo 'teleport-revise-tasks'."
-        ),
-    )
+    class Arguments(ArgModelBase):
+        """The arguments as sent, for the engine to validate (the published schema says
+        what is accepted; the engine refuses the rest, in its own words)."""
 
-    def guarded(call: Any) -> dict[str, Any]:
-        try:
-            return call()  # type: ignore[no-any-return]
-        except ServeError as error:
-            raise ToolError(str(error)) from None
+        model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
 
-    @server.tool(
-        description="Start a workflow: `prepare` it (returns a startAttemptId), then `execute` it once."
-    )
-    def start(
-        action: Annotated[
-            Literal["prepare", "execute"], Field(description="`prepare` first, then `execute`.")
-        ],
-        workflowId: Annotated[  # noqa: N803 - the protocol's names
-            str | None, Field(description="For prepare: the workflow, e.g. `todo-list`.")
-        ] = None,
-        parentExecutionId: Annotated[  # noqa: N803
-            str | None, Field(description="For prepare: the caller's execution id, or `none`.")
-        ] = None,
-        tasks: Annotated[
-            list[dict[str, Any]] | None,
-            _optional(
-                _TASKS
-                | {
-                    "description": "For prepare: a ready checklist for the first todo_task step, passed on "
-                    "unchanged; items may add `constraints`, and `label` + `after` to order them."
-                }
-            ),
-        ] = None,
-        goal: Annotated[
-            str | None, Field(description="For prepare: the goal to compose a checklist from.")
-        ] = None,
-        startAttemptId: Annotated[  # noqa: N803
-            str | None, Field(description="For execute: the id prepare returned.")
-        ] = None,
-    ) -> dict[str, Any]:
-        if action == "prepare":
-            if not workflowId:
-                raise ToolError("prepare needs workflowId")
-            return guarded(lambda: service.prepare(workflowId, parentExecutionId or "none", tasks, goal))
-        if not startAttemptId:
-            raise ToolError("execute needs startAttemptId")
-        return guarded(lambda: service.execute(startAttemptId))
+        def model_dump_one_level(self) -> dict[str, Any]:
+            return {"arguments": _json_strings(dict(self.__pydantic_extra__ or {}))}
 
-    @server.tool(
-        description=(
-            "Apply one reply to the current node of a process. "
-            "intake: `tasks` + `progress_checklist_outcome`. "
-            "work: `evidence` + `progress_execution_outcome` after doing and checking the task, or "
-            "`teleportTo: teleport-revise-tasks` when the checklist is wrong. revise: `tasks`, "
-            "`resume_from_task`, `progress_checklist_outcome`, `progress_execution_outcome`. "
-            "Returns the next directive, or {completed: true, result: {}}."
-        )
-    )
-    def step(
-        processId: Annotated[str, Field(description="The process, from start execute.")],  # noqa: N803
-        attemptId: Annotated[str, Field(description="The attemptId of the current directive.")],  # noqa: N803
-        tasks: Annotated[list[dict[str, Any]] | None, _optional(_TASKS)] = None,
-        progress_checklist_outcome: Annotated[
-            str | None, _optional(_schema(IntakeReply, "progress_checklist_outcome"))
-        ] = None,
-        evidence: Annotated[str | None, _optional(_schema(WorkReply, "evidence"))] = None,
-        progress_execution_outcome: Annotated[
-            str | None, _optional(_schema(WorkReply, "progress_execution_outcome"))
-        ] = None,
-        teleportTo: Annotated[str | None, _optional(_schema(TeleportReply, "teleportTo"))] = None,  # noqa: N803
-        resume_from_task: Annotated[int | None, _optional(_schema(RevisionReply, "resume_from_task"))] = None,
-    ) -> dict[str, Any]:
-        given = {
-            "tasks": tasks,
-            "progress_checklist_outcome": progress_checklist_outcome,
-            "evidence": evidence,
-            "progress_execution_outcome": progress_execution_outcome,
-            "teleportTo": teleportTo,
-            "resume_from_task": resume_from_task,
-        }
-        reply = {k: v for k, v in given.items() if v is not None}
-        return guarded(lambda: service.step(processId, attemptId, reply))
+    def tool(name: str, description: str, schema: dict[str, Any], handler: Handler) -> Any:
+        def run(arguments: dict[str, Any]) -> dict[str, Any]:
+            try:
+                return handler(arguments)
+            except ServeError as error:
+                raise ToolError(str(error)) from None
 
-    @server.tool(description="The run card of a process (Checklist -> Prepare -> Work), or every run.")
-    def status(
-        processId: Annotated[str | None, Field(description="A process id; omit to list runs.")] = None,  # noqa: N803
-    ) -> dict[str, Any]:
-        return guarded(lambda: service.status(processId))
+        made = Tool.from_function(run, name=name, description=description)
+        made.fn_metadata.arg_model = Arguments
+        made.parameters = schema
+        return made
 
-    return server
+    tools = [tool(*spec) for spec in _tools(service)]
+    return MCPServer("todoflow", instructions=INSTRUCTIONS, tools=tools)
 
 
-def serve(folders: list[Path], run_dir: Path) -> None:
-    service = TodoService(Workflows(folders), run_dir)
+def _json_strings(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Some clients send a list or an object as a JSON string: read those back."""
+    out = dict(arguments)
+    for name, value in arguments.items():
+        if isinstance(value, str) and value[:1] in "[{":
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                continue
+            if isinstance(parsed, list | dict):
+                out[name] = parsed
+    return out
+
+
+def serve(
+    folders: list[Path], run_dir: Path, learnings: Path | None = None, workspace: Path | None = None
+) -> None:
+    import anyio
+
+    service = TodoService(Workflows(folders), run_dir, workspace, learnings)
     try:
-        build_server(service).run("stdio")
+        anyio.run(_serve_stdio, build_server(service))
     finally:
         service.close()
+
+
+async def _serve_stdio(server: Any) -> None:
+    """The SDK's stdio transport, with one change: a line that is not a JSON-RPC message
+    (invalid JSON, a lone surrogate, a message without its fields) gets the JSON-RPC error
+    it calls for, instead of no answer at all (the SDK drops it, so the client waits
+    forever; docs/mcp.md, known issues)."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+
+    async with stdio_server() as (read_stream, write_stream):
+        forward, inbox = anyio.create_memory_object_stream[Any](0)
+
+        async def answer_unreadable() -> None:
+            async with forward:
+                async for item in read_stream:
+                    if isinstance(item, Exception):
+                        await write_stream.send(SessionMessage(_error_for(item)))
+                    else:
+                        await forward.send(item)
+
+        lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs, over these streams
+        async with anyio.create_task_group() as group:
+            group.start_soon(answer_unreadable)
+            await lowlevel.run(inbox, write_stream, lowlevel.create_initialization_options())
+            group.cancel_scope.cancel()
+
+
+def _error_for(error: Exception) -> Any:
+    """The JSON-RPC error for a line that could not be read: -32700 (parse error) with a
+    null id, or -32600 (invalid request) with the request's id when it has one."""
+    import mcp_types as types
+    from pydantic import ValidationError
+
+    problem = error.errors()[0] if isinstance(error, ValidationError) and error.errors() else None
+    given = problem.get("input") if problem else None
+    if isinstance(given, str):
+        try:
+            given = json.loads(given)  # Python reads what pydantic refused (a lone surrogate)
+        except ValueError:
+            given = None
+    request_id = given["id"] if isinstance(given, dict) and isinstance(given.get("id"), int | str) else None
+    if problem is not None and problem["type"] == "json_invalid":
+        code, message = -32700, f"Parse error: {problem['msg']}"
+    else:
+        code, message = -32600, f"Invalid request: {problem['msg'] if problem else error}"
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))

@@ -1,14 +1,18 @@
 """The plan a run walks: plan.json (+ step_config.json, prompt templates) as runtime steps.
 
 Loaded from files, never from the AST, so a plan.json made elsewhere runs too; a
-missing prompt template falls back to the built-in default. Ready checklists passed
-in by a caller (`--tasks`, MCP `start prepare`) are validated and ordered here.
+missing prompt template falls back to the built-in default. Templates are read when a
+directive first renders them, not when the plan is loaded: opening a run to look at it
+reads plan.json alone. Ready checklists passed in by a caller (`--tasks`, MCP `start
+prepare`) are validated and ordered here.
 """
 
 from __future__ import annotations
 
-import json
+import os
 from collections.abc import Mapping
+from dataclasses import field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +21,8 @@ from pydantic import ValidationError
 from todoflow.compiler import formats
 from todoflow.compiler.checklist import MAX_TASKS, MAX_TEXT
 from todoflow.compiler.ordering import order_tasks
-from todoflow.compiler.prompts import KINDS_BY_STEP, default_template
-from todoflow.dsl.diagnostics import Diagnostic, TodoflowError
+from todoflow.compiler.prompts import KINDS_BY_STEP, TEMPLATES
+from todoflow.dsl.diagnostics import TodoflowError
 from todoflow.dsl.nodes import node, replace
 
 
@@ -33,17 +37,55 @@ class Task:
     action: str
     expected_result: str
     constraints: tuple[str, ...] = ()
+    priority: str = "medium"  # high, medium or low: display only (the seed's todos.json)
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"action": self.action, "expected_result": self.expected_result}
         if self.constraints:
             out["constraints"] = list(self.constraints)
+        if self.priority != "medium":
+            out["priority"] = self.priority
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Task:
         """The task `as_dict` wrote (a journal entry, a snapshot, a ready_tasks.json)."""
-        return cls(data["action"], data["expected_result"], tuple(data.get("constraints", ())))
+        constraints = tuple(data.get("constraints", ()))
+        return cls(data["action"], data["expected_result"], constraints, data.get("priority", "medium"))
+
+
+@node
+class Llm:
+    provider: str
+    model_id: str
+
+    def __str__(self) -> str:
+        return f"{self.provider}:{self.model_id}"
+
+
+@node
+class AgentConfigs:
+    """A step's step_config.json entry, as the runtime uses it."""
+
+    execution_max_turns: int | None = None
+    execution_llm: Llm | None = None
+    conditional_llm: Llm | None = None
+    declared_execution_mode: str | None = None
+
+
+@node
+class SubStep:
+    """The step behind a route: what its sub-agent is told, and what prevalidation checks."""
+
+    id: str
+    title: str
+    description: str | None
+    success_criteria: str | None
+    context_dependencies: tuple[str, ...]
+    context_output: str | None
+    expected_files: tuple[str, ...]  # the validation_schema's files that must exist
+    configs: AgentConfigs
+    template: Template  # its `sub_agent` prompt
 
 
 @node
@@ -52,12 +94,28 @@ class Route:
     name: str
     condition: str
     step_id: str
+    step: SubStep
 
 
 @node
 class Template:
+    """A prompt template: its text given, or a file read when it is first rendered."""
+
     name: str  # where it came from, for error messages: `prompts/ship/work.j2` or `built-in work`
-    text: str
+    path: Path | None = None
+    inline: str = ""
+
+    @property
+    def text(self) -> str:
+        return self.inline if self.path is None else _read_template(self.path)
+
+
+@lru_cache(maxsize=512)  # bounded: a long-running server opens many runs' plans
+def _read_template(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise PlanError(f"cannot read the prompt template {path.name}: {error}") from None
 
 
 @node
@@ -76,40 +134,109 @@ class RunStep:
     generic_agent: bool
     ready_tasks: tuple[Task, ...] | None  # None: the agent composes the list at intake
     templates: tuple[tuple[str, Template], ...]
+    configs: AgentConfigs = AgentConfigs()
 
     def template(self, kind: str) -> Template:
         return dict(self.templates)[kind]
 
+    def route(self, route_id: str) -> Route | None:
+        return next((r for r in self.routes if r.id == route_id), None)
+
 
 @node
 class RunPlan:
+    """The steps of a run. Build it with `RunPlan.of`, which indexes the steps by id (the
+    engine looks steps up several times a step); the index lives and dies with the plan."""
+
     workflow_id: str
     title: str
     steps: tuple[RunStep, ...]
     source_sha256: str | None
+    by_id: Mapping[str, RunStep] = field(compare=False)
+
+    @classmethod
+    def of(
+        cls, workflow_id: str, title: str, steps: tuple[RunStep, ...], source_sha256: str | None
+    ) -> RunPlan:
+        return cls(workflow_id, title, steps, source_sha256, {s.id: s for s in steps})
 
     def step(self, step_id: str) -> RunStep:
-        index = _INDEX.get(id(self))
-        if index is None or index[0] is not self:
-            index = _INDEX[id(self)] = (self, {s.id: s for s in self.steps})
-        return index[1][step_id]
+        return self.by_id[step_id]
+
+    @property
+    def first_checklist_step(self) -> RunStep | None:
+        """The step a caller's ready checklist (or goal) goes to: the first todo_task step."""
+        return next((s for s in self.steps if s.kind == "todo_task"), None)
+
+    def with_steps(self, steps: tuple[RunStep, ...]) -> RunPlan:
+        return RunPlan.of(self.workflow_id, self.title, steps, self.source_sha256)
 
 
-# step id -> step, per plan: the engine looks steps up several times a step
-_INDEX: dict[int, tuple[RunPlan, dict[str, RunStep]]] = {}
+Templates = Mapping[tuple[str, str], Template]  # (step id, kind) -> the step's own template
+
+
+Configs = Mapping[str, AgentConfigs]  # step id -> its step_config.json entry
 
 
 def load_plan(folder: Path, workflow_id: str, title: str) -> RunPlan:
-    """The plan stored in a folder: plan.json, and prompts/<step>/<kind>.j2 when present."""
+    """The plan stored in a folder: plan.json, step_config.json and
+    prompts/<step>/<kind>.j2 when present."""
     try:
-        data = json.loads((folder / "plan.json").read_text(encoding="utf-8"))
-        plan = formats.Plan.model_validate(data)
+        plan = formats.Plan.model_validate_json((folder / "plan.json").read_bytes())
+        config_file = folder / "step_config.json"
+        config = (
+            formats.StepConfig.model_validate_json(config_file.read_bytes()) if config_file.exists() else None
+        )
     except (OSError, ValueError, ValidationError) as error:
-        raise PlanError(f"cannot read {folder / 'plan.json'}: {_first_line(error)}") from error
-    return from_plan(plan, workflow_id, title, folder / "prompts")
+        raise PlanError(f"cannot read the plan in {folder}: {_first_line(error)}") from error
+    return from_plan(plan, workflow_id, title, _template_files(folder / "prompts"), configs_of(config))
 
 
-def from_plan(plan: formats.Plan, workflow_id: str, title: str, prompts: Path | None) -> RunPlan:
+def configs_of(config: formats.StepConfig | None) -> dict[str, AgentConfigs]:
+    """step_config.json's entries by step id."""
+
+    def llm(choice: formats.LlmConfig | None) -> Llm | None:
+        return None if choice is None else Llm(choice.provider, choice.model_id)
+
+    return {
+        entry.id: AgentConfigs(
+            entry.agent_configs.execution_max_turns,
+            llm(entry.agent_configs.execution_llm),
+            llm(entry.agent_configs.conditional_llm),
+            entry.declared_execution_mode,
+        )
+        for entry in (config.steps if config is not None else [])
+    }
+
+
+def _template_files(prompts: Path) -> Templates:
+    """The template files of a plan folder, listed (not read)."""
+    try:
+        steps = [entry for entry in os.scandir(prompts) if entry.is_dir()]
+    except OSError:
+        return {}
+    found = {}
+    for step in steps:
+        for entry in os.scandir(step.path):
+            if entry.name.endswith(".j2"):
+                kind = entry.name.removesuffix(".j2")
+                found[(step.name, kind)] = Template(f"prompts/{step.name}/{entry.name}", Path(entry.path))
+    return found
+
+
+def templates_of(files: Mapping[str, str]) -> Templates:
+    """The templates among a definition's files (`prompts/<step>/<kind>.j2` -> text)."""
+    found = {}
+    for relative, text in files.items():
+        parts = relative.split("/")
+        if len(parts) == 3 and parts[0] == "prompts" and parts[2].endswith(".j2"):
+            found[(parts[1], parts[2].removesuffix(".j2"))] = Template(relative, None, text)
+    return found
+
+
+def from_plan(
+    plan: formats.Plan, workflow_id: str, title: str, templates: Templates, configs: Configs | None = None
+) -> RunPlan:
     ids = [step.id for step in plan.steps]
     if not ids:
         raise PlanError("the plan has no steps")
@@ -121,20 +248,46 @@ def from_plan(plan: formats.Plan, workflow_id: str, title: str, prompts: Path | 
             raise PlanError(
                 f"step `{step.id}` continues with `{next_step_id}`, which is not a step of the plan"
             )
-        steps.append(_run_step(index, step, next_step_id, prompts))
-    return RunPlan(workflow_id, title, tuple(steps), plan.source_sha256)
+        steps.append(_run_step(index, step, next_step_id, templates, configs or {}))
+    return RunPlan.of(workflow_id, title, tuple(steps), plan.source_sha256)
 
 
-def _run_step(index: int, step: formats.PlanStep, next_step_id: str, prompts: Path | None) -> RunStep:
+def _expected(step: formats.PlanStep) -> tuple[str, ...]:
     files = step.validation_schema.files if step.validation_schema else []
+    return tuple(f.file_name for f in files if f.must_exist)
+
+
+def _sub_step(step: formats.PlanStep, templates: Templates, configs: Configs) -> SubStep:
+    return SubStep(
+        step.id,
+        step.title,
+        step.description,
+        step.success_criteria,
+        tuple(step.context_dependencies or ()),
+        step.context_output,
+        _expected(step),
+        configs.get(step.id, AgentConfigs()),
+        _template(templates, step.id, "sub_agent"),
+    )
+
+
+def _run_step(
+    index: int, step: formats.PlanStep, next_step_id: str, templates: Templates, configs: Configs
+) -> RunStep:
     routes = tuple(
-        Route(r.route_id, r.route_name, r.condition, r.sub_agent_step.id)
+        Route(
+            r.route_id,
+            r.route_name,
+            r.condition,
+            r.sub_agent_step.id,
+            _sub_step(r.sub_agent_step, templates, configs),
+        )
         for r in step.predefined_routes or []
     )
     ready = None
     if step.tasks:
         ready = tuple(Task(t.action, t.expected_result, tuple(t.constraints or ())) for t in step.tasks)
-    templates = tuple((kind, _template(prompts, step.id, kind)) for kind in KINDS_BY_STEP[step.type])
+    own = tuple((kind, _template(templates, step.id, kind)) for kind in KINDS_BY_STEP[step.type])
     return RunStep(
         index,
         step.id,
@@ -144,21 +297,19 @@ def _run_step(index: int, step: formats.PlanStep, next_step_id: str, prompts: Pa
         step.success_criteria,
         tuple(step.context_dependencies or ()),
         step.context_output,
-        tuple(f.file_name for f in files if f.must_exist),
+        _expected(step),
         next_step_id,
         routes,
         step.generic_agent is not False,
         ready,
-        templates,
+        own,
+        configs.get(step.id, AgentConfigs()),
     )
 
 
-def _template(prompts: Path | None, step_id: str, kind: str) -> Template:
-    if prompts is not None:
-        file = prompts / step_id / f"{kind}.j2"
-        if file.is_file():
-            return Template(f"prompts/{step_id}/{kind}.j2", file.read_text(encoding="utf-8"))
-    return Template(f"built-in {kind}", default_template(kind))
+def _template(templates: Templates, step_id: str, kind: str) -> Template:
+    found = templates.get((step_id, kind))
+    return found if found is not None else Template(f"built-in {kind}", TEMPLATES / f"{kind}.j2")
 
 
 def with_ready_tasks(plan: RunPlan, ready: Mapping[str, tuple[Task, ...]]) -> RunPlan:
@@ -175,7 +326,7 @@ def with_ready_tasks(plan: RunPlan, ready: Mapping[str, tuple[Task, ...]]) -> Ru
     unknown = sorted(set(ready) - {s.id for s in plan.steps})
     if unknown:
         raise PlanError(f"the plan has no step `{unknown[0]}` to take a checklist")
-    return RunPlan(plan.workflow_id, plan.title, tuple(steps), plan.source_sha256)
+    return plan.with_steps(tuple(steps))
 
 
 def parse_ready_tasks(data: Any, where: str) -> tuple[tuple[Task, ...], list[str]]:
@@ -213,8 +364,8 @@ def _ready_item(item: Any, where: str) -> tuple[Task, str | None, list[str]]:
     unknown = sorted(set(item) - {"action", "expected_result", "constraints", "label", "after"})
     if unknown:
         raise PlanError(f"{where}: unknown field `{unknown[0]}`")
-    for field in ("action", "expected_result"):
-        problem = text_problem(item.get(field), field, MAX_TEXT)
+    for name in ("action", "expected_result"):
+        problem = text_problem(item.get(name), name, MAX_TEXT)
         if problem:
             raise PlanError(f"{where}.{problem}")
     constraints = item.get("constraints", [])
@@ -247,53 +398,3 @@ def _name(items: list[tuple[Task, str | None, list[str]]], index: int) -> str:
 
 def _first_line(error: Exception) -> str:
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-
-
-@node
-class PlanFiles:
-    """A plan made elsewhere, as a run stores it: plan.json (flat), step_config.json, prompts."""
-
-    workflow_id: str
-    title: str
-    files: tuple[tuple[str, str], ...]
-    source: str  # the plan.json read
-    source_sha256: str
-
-
-def load_plan_files(path: Path) -> tuple[PlanFiles | None, list[Diagnostic]]:
-    """plan.json (or a folder holding one), legacy nested steps flattened, beside it
-    step_config.json and prompts/ if present; or the diagnostics that forbid running it."""
-    import re
-
-    from todoflow.compiler.planfile import read_plan, read_step_config
-    from todoflow.dsl.parser import normalize, source_sha256
-
-    file = path / "plan.json" if path.is_dir() else path
-    text = normalize(file.read_text(encoding="utf-8"))
-    read = read_plan(text, str(file))
-    found = list(read.diagnostics)
-    files = {}
-    if read.plan is not None:
-        files["plan.json"] = read.plan.to_json()
-    config = file.with_name("step_config.json")
-    if config.is_file():
-        parsed, problems = read_step_config(config.read_text(encoding="utf-8"), str(config))
-        found += problems
-        if parsed is not None:
-            files["step_config.json"] = parsed.to_json()
-    prompts = file.with_name("prompts")
-    for template in sorted(prompts.glob("*/*.j2")) if prompts.is_dir() else []:
-        files[f"prompts/{template.parent.name}/{template.name}"] = template.read_text(encoding="utf-8")
-    if read.plan is None or any(d.is_error for d in found):
-        return None, found
-    name = re.sub(r"[^a-z0-9_-]+", "-", file.resolve().parent.name.lower()).strip("-_") or "plan"
-    workflow_id = name if name[0].isalpha() else f"plan-{name}"
-    digest = source_sha256(text)
-    definition = PlanFiles(
-        workflow_id,
-        f"{file.parent.name or workflow_id}/plan.json",
-        tuple(sorted(files.items())),
-        str(file.resolve()),
-        digest,
-    )
-    return definition, found

@@ -1,23 +1,56 @@
-"""Run folders: creating a process from compiled artifacts, opening one, listing them."""
+"""Run folders: the one way to start a run, the one way to open one, and the list of runs.
+
+`start(definition, run_dir, ...)` makes a run folder from a `RunDefinition` (its meta,
+run.json, is built here and nowhere else) and returns the run's engine;
+`open_process(run_dir, process_id)` opens an existing run, for stepping or — with
+`read_only` — for looking at it, which writes nothing.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import secrets
-from collections.abc import Iterable
+import shutil
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from todoflow.compiler.files import sync_tree, write_atomically
+from todoflow.compiler.formats import Todos
 from todoflow.dsl.nodes import replace
 
+from .definition import RunDefinition
 from .engine import Clock, Engine, utc_now
+from .learnings import Learnings
+from .llm_choice import LlmChoices, parse_llm
 from .plan import RunPlan, Task, load_plan, with_ready_tasks
-from .store import FolderStore, StoreError
+from .store import FolderStore, StoreError, prepare_folder
 
-DEFAULT_RUN_DIR = Path(".todoflow") / "runs"
+READY = "ready_tasks.json"
+
+
+class RunMeta(BaseModel):
+    """run.json: who the process is. Written once, when the run starts."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    process_id: str
+    workflow_id: str
+    started_at: str
+    title: str = ""
+    source: str = ""  # the file the definition was read from, resolved, or `<string>`
+    source_sha256: str | None = None
+    workspace: str = "."
+    parent_execution_id: str | None = None
+    start_attempt_id: str | None = None
+    goal: str | None = None  # a caller's goal: the objective of the first todo_task step
+    learnings: str | None = None  # the learnings folder, resolved
+    llm: str | None = None  # the runtime default model, `PROVIDER:MODEL`
+    preset_llm: str | None = None  # the preset's model
+    agent: str | None = None  # what drives the run: `human`, `scripted:FILE`, `llm`, `mcp`
 
 
 def new_process_id(workflow_id: str) -> str:
@@ -25,57 +58,102 @@ def new_process_id(workflow_id: str) -> str:
     return f"{workflow_id}-{stamp}-{secrets.token_hex(3)}"
 
 
-class Definition(Protocol):
-    """What a run starts from: compiled `Artifacts`, or a plan's `PlanFiles`."""
-
-    workflow_id: str
-    files: tuple[tuple[str, str], ...]
-
-
-def create(
+def start(
+    definition: RunDefinition,
     run_dir: Path,
-    artifacts: Definition,
-    meta: dict[str, Any],
-    ready: dict[str, tuple[Task, ...]] | None = None,
+    *,
+    workspace: Path,
+    ready: Mapping[str, tuple[Task, ...]] | None = None,
+    goal: str | None = None,
+    parent_execution_id: str | None = None,
+    start_attempt_id: str | None = None,
+    learnings: Path | None = None,
+    llms: LlmChoices | None = None,
+    agent: str | None = None,
+    process_id: str | None = None,
     clock: Clock = utc_now,
-) -> Path:
-    """A new run folder holding the plan the run starts with; returns the folder."""
-    process_id = meta.get("process_id") or new_process_id(artifacts.workflow_id)
-    folder = run_dir / process_id
+) -> Engine:
+    """A new run of `definition` in `run_dir`, and its engine. `ready` holds caller-given
+    checklists (`definition.ready_checklists` checks them) by step id; `goal` becomes the
+    objective of the first todo_task step; `learnings` is the learnings folder (default:
+    `learnings/` beside the source, or in the workspace for source text); `llms` the
+    preset's and the default model; `agent` what drives the run (resume reuses it)."""
+    pid = process_id or new_process_id(definition.workflow_id)
+    llms = llms or LlmChoices()
+    meta = RunMeta(
+        process_id=pid,
+        workflow_id=definition.workflow_id,
+        started_at=clock(),
+        title=definition.title,
+        source=definition.source,
+        source_sha256=definition.source_sha256,
+        workspace=str(workspace.resolve()),
+        parent_execution_id=parent_execution_id,
+        start_attempt_id=start_attempt_id,
+        goal=goal,
+        learnings=str((learnings or default_learnings(definition, workspace)).resolve()),
+        llm=str(llms.default) if llms.default else None,
+        preset_llm=str(llms.preset) if llms.preset else None,
+        agent=agent,
+    )
+    folder = run_dir / pid
+    _create(folder, definition, meta, ready or {})
+    return open_process(run_dir, pid, clock=clock)[0]
+
+
+def _create(
+    folder: Path, definition: RunDefinition, meta: RunMeta, ready: Mapping[str, tuple[Task, ...]]
+) -> None:
+    """The run folder, whole or not at all: a failure (a full disk) removes what was made."""
     folder.mkdir(parents=True, exist_ok=False)
-    for relative, text in artifacts.files:
-        if relative.endswith(".json") or relative.startswith("prompts/"):
+    try:
+        for relative, text in definition.files:
             write_atomically(folder / "plan" / relative, text)
-    if ready:
-        payload = {step: [task.as_dict() for task in tasks] for step, tasks in ready.items()}
-        write_atomically(
-            folder / "plan" / "ready_tasks.json", json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
-        )
-    record = {"process_id": process_id, "workflow_id": artifacts.workflow_id, "started_at": clock()} | meta
-    record["process_id"] = process_id
-    write_atomically(folder / "run.json", json.dumps(record, indent=2, ensure_ascii=False) + "\n")
-    sync_tree(folder)  # the journal's first step is durable; what it needs to be replayed must be too
-    return folder
+        if ready:
+            payload = {step: [task.as_dict() for task in tasks] for step, tasks in ready.items()}
+            write_atomically(
+                folder / "plan" / READY, json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+            )
+        prepare_folder(folder, definition.plan)
+        write_atomically(folder / "run.json", meta.model_dump_json(indent=2, exclude_none=True) + "\n")
+        sync_tree(folder)  # a confirmed step must never outlive the plan it is replayed against
+    except OSError as error:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise StoreError(f"cannot create the run folder {folder}: {error.strerror or error}") from None
 
 
 def open_process(run_dir: Path, process_id: str, clock: Clock = utc_now) -> tuple[Engine, FolderStore]:
-    folder = run_dir / process_id
+    """The engine (and store) of an existing run. Opening writes nothing: the store
+    becomes a writer at its first step, and only then repairs what a crash left."""
+    folder = run_dir / Path(process_id).name
     meta = read_meta(folder)
+    learnings = Learnings(Path(meta.learnings)) if meta.learnings else None
     plan = _plan(folder, meta)
-    store = FolderStore(folder, plan, meta)
-    workspace = Path(meta.get("workspace") or ".")
-    engine = Engine(store, workspace, {"id": meta["workflow_id"], "title": plan.title}, clock)
-    return engine, store
+    store = FolderStore(folder, plan, meta.process_id, meta.started_at, learnings, meta.source_sha256)
+    workflow = {"id": meta.workflow_id, "title": store.plan.title}
+    llms = LlmChoices(
+        parse_llm(meta.preset_llm, "preset_llm") if meta.preset_llm else None,
+        parse_llm(meta.llm, "llm") if meta.llm else None,
+    )
+    return Engine(store, Path(meta.workspace), workflow, clock, llms, learnings), store
 
 
-def _plan(folder: Path, meta: dict[str, Any]) -> RunPlan:
-    plan = load_plan(folder / "plan", meta["workflow_id"], meta.get("title", meta["workflow_id"]))
-    if meta.get("goal"):  # a caller's goal is the objective of the first todo_task step
-        first = next((s for s in plan.steps if s.kind == "todo_task"), None)
-        if first is not None:
-            steps = tuple(replace(s, description=meta["goal"]) if s is first else s for s in plan.steps)
-            plan = replace(plan, steps=steps)
-    ready_file = folder / "plan" / "ready_tasks.json"
+def default_learnings(definition: RunDefinition, workspace: Path) -> Path:
+    """`learnings/` beside the workflow's source (or its plan.json); for source text, in
+    the workspace."""
+    source = Path(definition.source)
+    return (source.parent if source.is_absolute() else workspace) / "learnings"
+
+
+def _plan(folder: Path, meta: RunMeta) -> RunPlan:
+    """The plan a run walks: the stored plan, the caller's goal and ready checklists."""
+    plan = load_plan(folder / "plan", meta.workflow_id, meta.title or meta.workflow_id)
+    first = plan.first_checklist_step
+    if meta.goal and first is not None:
+        plan = plan.with_steps(
+            tuple(replace(s, description=meta.goal) if s is first else s for s in plan.steps)
+        )
+    ready_file = folder / "plan" / READY
     if ready_file.exists():
         data = json.loads(ready_file.read_text(encoding="utf-8"))
         ready = {step: tuple(Task.from_dict(t) for t in tasks) for step, tasks in data.items()}
@@ -91,40 +169,57 @@ def processes(run_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: (os.stat(p / "run.json").st_mtime, p.name), reverse=True)
 
 
-def read_meta(folder: Path) -> dict[str, Any]:
+def read_meta(folder: Path) -> RunMeta:
     try:
-        return json.loads((folder / "run.json").read_text(encoding="utf-8"))  # type: ignore[no-any-return]
-    except (OSError, ValueError) as error:
-        known = ", ".join(p.name for p in processes(folder.parent)) or "none"
-        raise StoreError(f"no run `{folder.name}` in {folder.parent} (runs: {known})") from error
+        return RunMeta.model_validate_json((folder / "run.json").read_bytes())
+    except FileNotFoundError:
+        known = ", ".join(p.name for p in processes(folder.parent)[:20]) or "none"
+        raise StoreError(f"no run `{folder.name}` in {folder.parent} (runs: {known})") from None
+    except (OSError, ValidationError) as error:
+        raise StoreError(f"run `{folder.name}`: its run.json cannot be read ({_first_line(error)})") from None
 
 
-def ready_from_file(path: Path, plan: RunPlan) -> tuple[dict[str, tuple[Task, ...]], list[str]]:
-    """`--tasks FILE`: a list (for the first todo_task step) or {step_id: list}."""
-    from .plan import PlanError, parse_ready_tasks
-
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise PlanError(f"cannot read {path}: {error}") from error
-    if isinstance(data, list):
-        first = next((s.id for s in plan.steps if s.kind == "todo_task"), None)
-        if first is None:
-            raise PlanError(f"{path}: the workflow has no todo_task step to take a checklist")
-        data = {first: data}
-    if not isinstance(data, dict):
-        raise PlanError(f"{path}: a list of tasks, or an object mapping step ids to lists")
-    ready, notes = {}, []
-    for step_id, items in data.items():
-        tasks, moved = parse_ready_tasks(items, f"{path.name}:{step_id}")
-        ready[step_id] = tasks
-        notes += [f"step `{step_id}`: {note}" for note in moved]
-    return ready, notes
-
-
-def all_metas(run_dir: Path) -> Iterable[tuple[Path, dict[str, Any]]]:
+def all_metas(run_dir: Path) -> Iterator[tuple[Path, RunMeta | StoreError]]:
+    """Every run folder with its meta, or the error that says why it cannot be read."""
     for folder in processes(run_dir):
         try:
             yield folder, read_meta(folder)
+        except StoreError as error:
+            yield folder, error
+
+
+def final_todos(folder: Path, step_ids: Iterable[str]) -> dict[str, Todos]:
+    """The todos.json of each step in `step_ids` that has one (a regular step has none);
+    of a finished step, its final list. One that cannot be read is left out: display only."""
+    found = {}
+    for step_id in step_ids:
+        try:
+            text = (folder / "todos" / f"{step_id}.json").read_text(encoding="utf-8")
+            found[step_id] = Todos.model_validate_json(text)
         except (OSError, ValueError):
             continue
+    return found
+
+
+def changed_definition(meta: RunMeta) -> str | None:
+    """Why a run should not continue silently: its source file changed since it started."""
+    from todoflow.dsl.parser import normalize, source_sha256
+
+    source = Path(meta.source)
+    if not meta.source or not source.is_file():
+        return None
+    try:
+        current = source_sha256(normalize(source.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError):
+        return None
+    if current == meta.source_sha256:
+        return None
+    was = (meta.source_sha256 or "?")[:12]
+    return (
+        f"{source} changed since run {meta.process_id} started (source_sha256 {was}… is now {current[:12]}…)"
+    )
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
 
 from todoflow.compiler.checklist import MAX_TASKS, MAX_TEXT
 from todoflow.dsl.diagnostics import TodoflowError
@@ -22,7 +22,9 @@ Outcome = Annotated[str, StringConstraints(min_length=1, max_length=MAX_OUTCOME,
 
 
 class _Reply(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Strict: a reply's types are what it says (`"2"` is not a position, `true` is not one)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class TaskItem(_Reply):
@@ -65,7 +67,123 @@ class RevisionReply(_Reply):
     progress_execution_outcome: Outcome
 
 
-Reply = IntakeReply | WorkReply | TeleportReply | RevisionReply
+MAX_INSTRUCTIONS = 4_000
+MAX_REASONING = 2_000
+Instructions = Annotated[str, StringConstraints(min_length=1, max_length=MAX_INSTRUCTIONS, pattern=r"\S")]
+Note = Annotated[str, StringConstraints(max_length=MAX_REASONING)]
+TodoId = Annotated[str, StringConstraints(pattern=r"^todo_[1-9][0-9]{0,2}$")]
+
+
+class _Decision(_Reply):
+    """The seed's TodoTaskResponse: every field may be sent with every action (a model
+    fills them all); what an action needs is checked by the member of the union."""
+
+    next_action: str
+    selected_route_id: str | None = Field(
+        default=None,
+        description="delegate: the route whose sub-agent does the todo (one of the step's routes).",
+    )
+    use_generic_agent: bool = Field(
+        default=False, description="delegate: true to give the todo to the generic agent instead of a route."
+    )
+    todo_id_to_execute: TodoId | None = Field(
+        default=None, description="delegate: the current todo, `todo_<N>` for task N."
+    )
+    instructions_to_sub_agent: str | None = Field(
+        default=None,
+        max_length=MAX_INSTRUCTIONS,
+        description="delegate: everything the sub-agent needs; it sees nothing else of this turn.",
+    )
+    success_criteria_for_sub_agent: Note | None = Field(
+        default=None, description="delegate: how the sub-agent knows it is done (measurable)."
+    )
+    all_tasks_complete: bool = Field(default=False, description="Whether every todo is done (display only).")
+    progress_summary: Outcome | None = Field(
+        default=None, description="A short progress summary, for the log."
+    )
+    completion_reason: Outcome | None = Field(default=None, description="complete: why the step is done.")
+    selection_reasoning: Note | None = Field(
+        default=None, description="Why this action (and route), for the log."
+    )
+
+
+class DelegateReply(_Decision):
+    """At work: give the current todo to a route's sub-agent or to the generic agent."""
+
+    next_action: Literal["delegate"]
+    todo_id_to_execute: TodoId = Field(description="The current todo, `todo_<N>` for task N.")
+    instructions_to_sub_agent: Instructions = Field(
+        description="Everything the sub-agent needs (1-4,000 characters); it sees nothing else of this turn."
+    )
+
+
+class ContinueReply(_Decision):
+    """At work: the orchestrator worked on its own (gathered context, used its tools) and
+    takes another turn; no todo changes."""
+
+    next_action: Literal["continue"]
+
+
+class CompleteReply(_Decision):
+    """At work: the orchestrator says the step is done (accepted only when it is)."""
+
+    next_action: Literal["complete"]
+
+
+Decision = Annotated[DelegateReply | ContinueReply | CompleteReply, Field(discriminator="next_action")]
+
+
+class SubAgentFailed(_Reply):
+    """At delegated: the sub-agent gives the todo back, undone."""
+
+    failed: Outcome = Field(description="Why the todo could not be done (1-500 characters).")
+
+
+class CreateTodo(_Reply):
+    """create_todo: a new task at the end of the checklist (positions stay as they are)."""
+
+    title: Text = Field(description="The work to do (the task's action, 1-1,000 characters).")
+    description: Text = Field(description="How to tell it is done (its expected result, 1-1,000 characters).")
+    priority: Literal["high", "medium", "low"] = Field(default="medium", description="Display only.")
+
+
+class UpdateTodo(_Reply):
+    """update_todo: a todo's status (in_progress or blocked) and notes; nothing else."""
+
+    todo_id: TodoId = Field(description="The todo, `todo_<N>`.")
+    status: Literal["in_progress", "blocked"] | None = Field(default=None, description="The new status.")
+    notes: Outcome | None = Field(default=None, description="Why (1-500 characters).")
+
+
+class CompleteTodo(_Reply):
+    """complete_todo: the evidence-gated confirmation of the current todo."""
+
+    todo_id: TodoId = Field(description="The current todo, `todo_<N>`.")
+    result: Outcome = Field(description="The outcome, for display (1-500 characters).")
+    evidence: Outcome = Field(description="Concrete proof that the todo is done (1-500 characters).")
+
+
+TodoTool = CreateTodo | UpdateTodo | CompleteTodo
+TOOLS: dict[str, type[_Reply]] = {
+    "create_todo": CreateTodo,
+    "update_todo": UpdateTodo,
+    "complete_todo": CompleteTodo,
+}
+READ_TOOLS = ("list_todos", "get_todo")
+
+Reply = (
+    IntakeReply
+    | WorkReply
+    | TeleportReply
+    | RevisionReply
+    | DelegateReply
+    | ContinueReply
+    | CompleteReply
+    | SubAgentFailed
+    | CreateTodo
+    | UpdateTodo
+    | CompleteTodo
+)
 
 
 class InvalidReply(TodoflowError):
@@ -76,11 +194,17 @@ class InvalidReply(TodoflowError):
         self.reason = reason
 
 
-def parse_reply(node: str, data: Any) -> Reply:
-    """The reply for `node` (`intake`, `work` or `revise`), or `InvalidReply`."""
+def parse_reply(node: str, data: Any, orchestrated: bool = True) -> Reply:
+    """The reply for `node` (`intake`, `work`, `delegated` or `revise`), or `InvalidReply`.
+    `orchestrated`: the step is a todo_task step, whose work node is an orchestrator turn.
+    A todo tool call is `{"<tool>": {arguments}}` (`create_todo`, `update_todo`,
+    `complete_todo`)."""
     if not isinstance(data, dict):
         raise InvalidReply("a reply is an object")
-    model: type[_Reply]
+    tool = next((name for name in TOOLS if name in data), None)
+    if tool is not None:
+        return _tool_call(node, tool, data)
+    model: Any
     if node == "intake":
         if "teleportTo" in data:
             raise InvalidReply(
@@ -88,15 +212,21 @@ def parse_reply(node: str, data: Any) -> Reply:
             )
         model = IntakeReply
     elif node == "work":
-        model = TeleportReply if "teleportTo" in data else WorkReply
+        if "next_action" in data:
+            if not orchestrated:
+                raise InvalidReply(
+                    "next_action is an orchestrator's decision; a regular step has no orchestrator"
+                )
+            model = Decision
+        else:
+            model = TeleportReply if "teleportTo" in data else WorkReply
+    elif node == "delegated":
+        model = SubAgentFailed if "failed" in data else WorkReply
     elif node == "revise":
         model = RevisionReply
     else:
         raise InvalidReply("the run is complete; there is nothing to reply to")
-    try:
-        reply = model.model_validate(data)
-    except ValidationError as error:
-        raise InvalidReply(_reason(error, node)) from None
+    reply: Reply = _validate(model, data, node)
     if isinstance(reply, RevisionReply) and reply.resume_from_task > len(reply.tasks) + 1:
         limit = len(reply.tasks) + 1
         raise InvalidReply(
@@ -105,15 +235,53 @@ def parse_reply(node: str, data: Any) -> Reply:
     return reply
 
 
+def _tool_call(node: str, tool: str, data: dict[str, Any]) -> Reply:
+    if len(data) != 1:
+        others = ", ".join(f"`{k}`" for k in sorted(data) if k != tool)
+        raise InvalidReply(f"a {tool} call is `{{{tool}: {{...}}}}` alone; {others} cannot come with it")
+    allowed = {"work": tuple(TOOLS), "delegated": ("update_todo", "complete_todo")}.get(node, ())
+    if tool not in allowed:
+        where = (
+            "a delegated sub-agent may use update_todo and complete_todo only"
+            if node == "delegated"
+            else (f"the todo tools are used while working on a task, not at {node}")
+        )
+        raise InvalidReply(f"{tool} is not possible here: {where}")
+    arguments = data[tool]
+    if not isinstance(arguments, dict):
+        raise InvalidReply(f"{tool} takes an object of arguments")
+    reply: Reply = _validate(TOOLS[tool], arguments, tool)
+    return reply
+
+
+_DECISION = TypeAdapter(Decision)
+
+
+def _validate(model: Any, data: dict[str, Any], where: str) -> Any:
+    try:
+        if model is Decision:
+            return _DECISION.validate_python(data)
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise InvalidReply(_reason(error, where, tagged=model is Decision)) from None
+
+
 _TAKES = {
     "intake": "`tasks` and `progress_checklist_outcome`",
-    "work": "`evidence` and `progress_execution_outcome`, or `teleportTo`",
+    "work": "`evidence` and `progress_execution_outcome`, or `teleportTo`, or a decision (`next_action`)",
+    "delegated": "`evidence` and `progress_execution_outcome`, or `failed`",
     "revise": "`tasks`, `resume_from_task`, `progress_checklist_outcome` and `progress_execution_outcome`",
+    **{tool: ", ".join(f"`{f}`" for f in model.model_fields) for tool, model in TOOLS.items()},
 }
 
 
-def _reason(error: ValidationError, node: str) -> str:
+def _reason(error: ValidationError, node: str, tagged: bool = False) -> str:
     errors = error.errors(include_url=False)
+    if tagged:  # a decision: the union's tag leads every location
+        tags = [e for e in errors if e["type"] == "union_tag_invalid"]
+        if tags:
+            return "next_action must be `delegate`, `continue` or `complete`"
+        errors = [{**e, "loc": e["loc"][1:]} for e in errors]
     strays = [e for e in errors if e["type"] == "extra_forbidden" and len(e["loc"]) == 1]
     if strays:  # a reply meant for another node: say what this one takes
         names = ", ".join(f"`{e['loc'][0]}`" for e in strays)
@@ -130,6 +298,8 @@ def _one(error: Any) -> str:
         return f"`{field}` is not part of this reply"
     if kind == "string_too_long":
         return f"{field} is {len(value):,} characters; at most {ctx['max_length']:,}"
+    if kind == "string_pattern_mismatch" and "todo_id" in field and str(value).strip():
+        return f"{field} is `{value}`; a todo id is `todo_<N>` for task N"
     if kind in ("string_too_short", "string_pattern_mismatch"):
         return f"{field} is empty"
     if kind == "too_long":

@@ -8,8 +8,11 @@ todos of a completed step are made from it), so a resumed process is exactly the
 process that stopped. The node moves come from the step's checklist
 machine (`compiler.machine.checklist`): intake -> cursor -> work -> cursor ...,
 revise only by the teleport; the cursor's automatic moves are taken here with the
-same guards (`has_task`, `past_end`) the machine names. Progress and timestamps are
-display-only: no rule below reads them.
+same guards (`has_task`, `past_end`) the machine names. A todo_task step's work node is
+the orchestrator's: a delegation moves it to `delegated` until the sub-agent answers;
+the orchestrator's turns in the step are counted against its bound. Progress,
+timestamps, notes and who a todo is assigned to are display-only: no rule below reads
+them.
 """
 
 from __future__ import annotations
@@ -22,17 +25,26 @@ from typing import Any
 from todoflow.compiler.machine import checklist
 from todoflow.dsl.nodes import node, replace
 
+from .entries import (
+    ORCHESTRATOR,
+    Confirm,
+    Continue,
+    CreateTodo,
+    Delegate,
+    Entry,
+    RaiseTurns,
+    Revise,
+    SubAgentDone,
+    SubAgentFailed,
+    SubmitTasks,
+    Teleport,
+    UpdateTodo,
+)
 from .plan import RunPlan, RunStep, Task
 
 PENDING = "Pending"
 FINISHED = "finished"  # the workflow's end; a step's own final node is `end` or `done`
 STEP_DONE = ("end", "done")
-EVENTS = {
-    "submit_tasks": "submit_tasks",
-    "confirm": "confirm",
-    "teleport": "teleport_revise_tasks",
-    "revise": "submit_revision",
-}
 
 
 @node
@@ -45,17 +57,56 @@ class Progress:
 
 
 @node
+class Mark:
+    """What the orchestrator or a sub-agent said of one todo: display only."""
+
+    status: str | None = None  # `in_progress` or `blocked` as update_todo set it; None: as the cursor says
+    notes: str | None = None
+    assigned: str | None = None  # the route id, or `generic`, once delegated
+
+
+NO_MARK = Mark()
+
+
+@node
+class Delegation:
+    """An open delegation: the todo at `position` is with `agent` (a route id or `generic`)."""
+
+    position: int
+    agent: str
+    instructions: str
+    success_criteria: str | None
+    iteration: int  # the orchestrator turn that delegated it
+    seq: int  # its journal entry
+
+
+@node
+class Returned:
+    """How the last delegation of the step ended, for the orchestrator's next directive."""
+
+    position: int
+    agent: str
+    passed: bool
+    reason: str | None
+    seq: int
+
+
+@node
 class ProcessState:
     seq: int  # journal entries applied
     step_id: str | None  # None once the workflow is complete
-    node: str  # intake, work, revise; end or done once the step is complete; finished
+    node: str  # intake, work, delegated, revise; end or done once the step is complete; finished
     tasks: tuple[Task, ...]  # the current step's checklist
     position: int  # the cursor, 1-based; everything before it is done
     progress: Progress
     completed_steps: tuple[str, ...]
-    agent_replies: int  # replies given by the agent (a scripted agent resumes by it)
+    agent_replies: int  # replies given by agents, sub-agents included (a scripted agent resumes by it)
     times: tuple[tuple[str, str], ...] = ()  # per position: (created_at, updated_at), display only
-    step_replies: int = 0  # replies given in the current step
+    turns: int = 0  # the orchestrator's accepted replies in the current step
+    turns_allowed: int | None = None  # the step's bound as raised by the caller (None: as configured)
+    delegation: Delegation | None = None
+    returned: Returned | None = None
+    marks: tuple[Mark, ...] = ()  # per position (shorter: the rest unmarked)
 
     @property
     def finished(self) -> bool:
@@ -73,6 +124,24 @@ class ProcessState:
     def task(self) -> Task | None:
         return self.tasks[self.position - 1] if self.node == "work" and self.position <= self.total else None
 
+    def mark(self, position: int) -> Mark:
+        return self.marks[position - 1] if position <= len(self.marks) else NO_MARK
+
+    def status(self, position: int) -> str:
+        """A todo's status as todos.json says it: completed, in_progress, blocked or pending."""
+        if position < self.position or self.step_complete:
+            return "completed"
+        marked = self.mark(position).status
+        if marked is not None:
+            return marked
+        return (
+            "in_progress" if position == self.position and self.node in ("work", "delegated") else "pending"
+        )
+
+    def with_mark(self, position: int, **changes: Any) -> tuple[Mark, ...]:
+        marks = (*self.marks, *(NO_MARK,) * (position - len(self.marks)))
+        return (*marks[: position - 1], replace(marks[position - 1], **changes), *marks[position:])
+
 
 @lru_cache(maxsize=256)  # a step checks the current attempt and hands out the next one
 def attempt_id(process_id: str, seq: int) -> str:
@@ -83,6 +152,20 @@ def attempt_id(process_id: str, seq: int) -> str:
 
 def initial_state(plan: RunPlan, at: str) -> ProcessState:
     return _enter(plan, plan.steps[0].id, ProcessState(0, None, FINISHED, (), 1, Progress(), (), 0), at)
+
+
+def turns_allowed(step: RunStep, state: ProcessState) -> int | None:
+    """The step's bound on orchestrator turns: raised by the caller, or as configured."""
+    return state.turns_allowed if state.turns_allowed is not None else step.configs.execution_max_turns
+
+
+def actor(entry: Entry, state: ProcessState) -> str:
+    """Who did it: the orchestrator, or the route id (`generic`) of the delegated sub-agent."""
+    match entry:
+        case SubAgentDone() | SubAgentFailed() | UpdateTodo():
+            return entry.agent
+        case _:
+            return ORCHESTRATOR
 
 
 @cache
@@ -120,41 +203,115 @@ def leave(plan: RunPlan, state: ProcessState, at: str) -> ProcessState:
     return _enter(plan, plan.step(state.step_id).next_step_id, done, at)
 
 
-def settle(plan: RunPlan, state: ProcessState, entry: Mapping[str, Any]) -> ProcessState:
+def settle(plan: RunPlan, state: ProcessState, entry: Entry) -> ProcessState:
     """The entry's own step after the entry: its node is `end`/`done` if the step is complete."""
     assert state.step_id is not None, "a finished process takes no entries"
     step = plan.step(state.step_id)
-    kind, at = entry["type"], entry["at"]
-    replies = state.agent_replies + (entry.get("by", "agent") == "agent")
+    at = entry.at
+    counted = replace(
+        state,
+        seq=state.seq + 1,
+        agent_replies=state.agent_replies + (entry.by == "agent"),
+        turns=state.turns + _is_turn(entry, state),
+    )
     progress = state.progress
-    if kind == "submit_tasks":  # the step's ready checklist, passed on unchanged, or the agent's
-        tasks = step.ready_tasks if entry.get("ready") else None
-        if tasks is None:
-            tasks = tuple(map(Task.from_dict, entry["tasks"]))
-        progress = Progress(entry["checklist_outcome"], progress.work, (PENDING,) * len(tasks))
-        times = ((at, at),) * len(tasks)
-        return _after(step, state, kind, tasks, 1, progress, times, replies)
-    if kind == "confirm":
-        index = state.position - 1
-        results = (*progress.results[:index], entry["outcome"], *progress.results[index + 1 :])
-        times = (*state.times[:index], (state.times[index][0], at), *state.times[index + 1 :])
-        progress = Progress(progress.checklist, entry["outcome"], results)
-        return _after(step, state, kind, state.tasks, state.position + 1, progress, times, replies)
-    if kind == "teleport":
-        target = move(step.kind, state.node, EVENTS[kind], has_task=True)
-        assert target == "revise", f"teleport is not allowed at {state.node}"
-        return replace(
-            state, seq=state.seq + 1, node=target, agent_replies=replies, step_replies=state.step_replies + 1
-        )
-    if kind == "revise":
-        tasks = tuple(map(Task.from_dict, entry["tasks"]))
-        resume = entry["resume_from_task"]
-        kept = _unchanged_prefix(state, tasks, resume)
-        results = (*progress.results[:kept], *(PENDING,) * (len(tasks) - kept))
-        times = (*state.times[:kept], *((at, at),) * (len(tasks) - kept))
-        progress = Progress(entry["checklist_outcome"], entry["work_outcome"], results)
-        return _after(step, state, kind, tasks, resume, progress, times, replies)
-    raise ValueError(f"unknown journal entry type {kind!r}")
+    match entry:
+        case SubmitTasks():  # the step's ready checklist, passed on unchanged, or the agent's
+            tasks = step.ready_tasks if entry.tasks is None else entry.tasks
+            assert tasks is not None, f"step `{step.id}` has no ready checklist to pass on"
+            progress = Progress(entry.progress_checklist_outcome, progress.work, (PENDING,) * len(tasks))
+            fresh = replace(counted, tasks=tasks, progress=progress, times=((at, at),) * len(tasks), marks=())
+            return _moved(step, fresh, "submit_tasks", 1)
+        case Confirm():
+            return _moved(
+                step, _confirmed(counted, entry.progress_execution_outcome, at), "confirm", state.position + 1
+            )
+        case Teleport():
+            return _moved(step, counted, "teleport_revise_tasks", state.position)
+        case Revise():
+            kept = _unchanged_prefix(state, entry.tasks, entry.resume_from_task)
+            results = (*progress.results[:kept], *(PENDING,) * (len(entry.tasks) - kept))
+            times = (*state.times[:kept], *((at, at),) * (len(entry.tasks) - kept))
+            progress = Progress(entry.progress_checklist_outcome, entry.progress_execution_outcome, results)
+            revised = replace(
+                counted, tasks=entry.tasks, progress=progress, times=times, marks=state.marks[:kept]
+            )
+            return _moved(step, revised, "submit_revision", entry.resume_from_task)
+        case Delegate():
+            delegation = Delegation(
+                entry.position,
+                entry.agent,
+                entry.instructions_to_sub_agent,
+                entry.success_criteria_for_sub_agent,
+                counted.turns,
+                entry.seq,
+            )
+            marks = state.with_mark(entry.position, assigned=entry.agent)
+            return _moved(
+                step, replace(counted, delegation=delegation, marks=marks), "delegate", state.position
+            )
+        case SubAgentDone() if entry.passed:
+            done = _confirmed(counted, entry.progress_execution_outcome, at)
+            returned = Returned(entry.position, entry.agent, True, None, entry.seq)
+            return _moved(
+                step,
+                replace(done, delegation=None, returned=returned),
+                "accept_delegation",
+                state.position + 1,
+            )
+        case SubAgentDone() | SubAgentFailed():
+            reason = entry.reason if isinstance(entry, SubAgentDone) else entry.failed
+            returned = Returned(entry.position, entry.agent, False, reason, entry.seq)
+            back = replace(counted, delegation=None, returned=returned)
+            return _moved(step, back, "return_delegation", state.position)
+        case CreateTodo():
+            task = Task(entry.title, entry.description, (), entry.priority)
+            results = (*progress.results, PENDING)
+            return replace(
+                counted,
+                tasks=(*state.tasks, task),
+                progress=replace(progress, results=results),
+                times=(*state.times, (at, at)),
+            )
+        case UpdateTodo():
+            changes: dict[str, Any] = {}
+            if entry.status is not None:
+                changes["status"] = entry.status
+            if entry.notes is not None:
+                changes["notes"] = entry.notes
+            return replace(
+                counted,
+                marks=state.with_mark(entry.position, **changes),
+                times=_touched(state, entry.position, at),
+            )
+        case Continue():
+            return counted
+        case RaiseTurns():
+            return replace(counted, turns_allowed=entry.execution_max_turns)
+
+
+def _is_turn(entry: Entry, state: ProcessState) -> bool:
+    """Every accepted reply of the orchestrator at its work and revise nodes is a turn;
+    intake, the caller's entries and the sub-agents' replies are not."""
+    if entry.by != "agent" or state.node not in ("work", "revise"):
+        return False
+    return actor(entry, state) == ORCHESTRATOR
+
+
+def _confirmed(state: ProcessState, outcome: str, at: str) -> ProcessState:
+    """The current task done: its result and time recorded, its mark's status cleared."""
+    index = state.position - 1
+    results = (*state.progress.results[:index], outcome, *state.progress.results[index + 1 :])
+    progress = Progress(state.progress.checklist, outcome, results)
+    marks = (
+        state.with_mark(state.position, status=None) if state.position <= len(state.marks) else state.marks
+    )
+    return replace(state, progress=progress, times=_touched(state, state.position, at), marks=marks)
+
+
+def _touched(state: ProcessState, position: int, at: str) -> tuple[tuple[str, str], ...]:
+    index = position - 1
+    return (*state.times[:index], (state.times[index][0], at), *state.times[index + 1 :])
 
 
 def _unchanged_prefix(state: ProcessState, tasks: tuple[Task, ...], resume: int) -> int:
@@ -166,67 +323,41 @@ def _unchanged_prefix(state: ProcessState, tasks: tuple[Task, ...], resume: int)
     return kept
 
 
-def _after(
-    step: RunStep,
-    state: ProcessState,
-    kind: str,
-    tasks: tuple[Task, ...],
-    position: int,
-    progress: Progress,
-    times: tuple[tuple[str, str], ...],
-    replies: int,
-) -> ProcessState:
-    target = move(step.kind, state.node, EVENTS[kind], position <= len(tasks))
-    assert target is not None, f"{kind} is not allowed at {state.node}"
-    return ProcessState(
-        state.seq + 1,
-        step.id,
-        target,
-        tasks,
-        position,
-        progress,
-        state.completed_steps,
-        replies,
-        times,
-        state.step_replies + 1,
-    )
+def _moved(step: RunStep, state: ProcessState, event: str, position: int) -> ProcessState:
+    """`state` (the entry folded in) at the node the step's machine moves to on `event`."""
+    target = move(step.kind, state.node, event, position <= len(state.tasks))
+    assert target is not None, f"{event} is not allowed at {state.node}"
+    return replace(state, node=target, position=position)
 
 
 def _enter(plan: RunPlan, step_id: str, state: ProcessState, at: str) -> ProcessState:
     """The state at the start of step `step_id` (or the end of the workflow)."""
+    fresh = {"turns": 0, "turns_allowed": None, "delegation": None, "returned": None, "marks": ()}
     if step_id == "end":
-        return replace(state, step_id=None, node=FINISHED, tasks=(), position=1, times=(), step_replies=0)
+        return replace(state, step_id=None, node=FINISHED, tasks=(), position=1, times=(), **fresh)
     step = plan.step(step_id)
     if step.kind == "regular":
         task = Task(
             step.description or step.title, step.success_criteria or "The step's work is done and checked."
         )
-        fresh = Progress(None, None, (PENDING,))
         return replace(
             state,
             step_id=step_id,
             node="work",
             tasks=(task,),
             position=1,
-            progress=fresh,
+            progress=Progress(None, None, (PENDING,)),
             times=((at, at),),
-            step_replies=0,
+            **fresh,
         )
     return replace(
-        state,
-        step_id=step_id,
-        node="intake",
-        tasks=(),
-        position=1,
-        progress=Progress(),
-        times=(),
-        step_replies=0,
+        state, step_id=step_id, node="intake", tasks=(), position=1, progress=Progress(), times=(), **fresh
     )
 
 
 def to_json(state: ProcessState) -> dict[str, Any]:
     """The state as JSON data (for snapshots)."""
-    return {
+    out: dict[str, Any] = {
         "seq": state.seq,
         "step_id": state.step_id,
         "node": state.node,
@@ -240,12 +371,23 @@ def to_json(state: ProcessState) -> dict[str, Any]:
         "completed_steps": list(state.completed_steps),
         "agent_replies": state.agent_replies,
         "times": [list(pair) for pair in state.times],
-        "step_replies": state.step_replies,
+        "turns": state.turns,
+        "turns_allowed": state.turns_allowed,
+        "delegation": _fields(state.delegation),
+        "returned": _fields(state.returned),
+        "marks": [_fields(mark) for mark in state.marks],
     }
+    return out
+
+
+def _fields(value: Any) -> dict[str, Any] | None:
+    return None if value is None else {name: getattr(value, name) for name in type(value)._node_fields}
 
 
 def from_json(data: Mapping[str, Any]) -> ProcessState:
+    """A state `to_json` wrote (snapshots before the orchestrator lack its fields)."""
     progress = data["progress"]
+    delegation, returned = data.get("delegation"), data.get("returned")
     return ProcessState(
         data["seq"],
         data["step_id"],
@@ -256,5 +398,9 @@ def from_json(data: Mapping[str, Any]) -> ProcessState:
         tuple(data["completed_steps"]),
         data["agent_replies"],
         tuple((a, b) for a, b in data["times"]),
-        data["step_replies"],
+        data.get("turns", data.get("step_replies", 0)),
+        data.get("turns_allowed"),
+        None if delegation is None else Delegation(**delegation),
+        None if returned is None else Returned(**returned),
+        tuple(Mark(**mark) for mark in data.get("marks", ())),
     )

@@ -4,60 +4,98 @@
 
     run.json             who the process is: workflow, source, its sha256, when it started
     plan/                the plan the run started with (plan.json, step_config.json, prompts/)
-    journal.jsonl        append-only; one line per applied reply, durable before the step returns
+    journal.jsonl        append-only; one line per applied reply, durable before the step
+                         returns; allocated ahead, so its unused tail is zero bytes
     snapshot.json        the state every 1,000 entries, replaced atomically (fast loading)
     events.jsonl         the seed's events, derived; rebuilt from the journal after a crash
     todos/<step>.json    the seed's todos.json per todo_task step, derived
-    todos/.spare-<step>  made when the run is first opened; the step's completion fills it
-                         and renames it into place instead of creating a file
+    todos/.spare-<step>  made with the run folder; the step's completion fills it and
+                         renames it into place instead of creating a file
     lock                 steps on one process take this file lock, one at a time
+    driving              a program that drives the run holds a shared lock on it (the
+                         run is `running`); `status` only tries it
 
 A step costs one fdatasync whatever the run's length. The journal is allocated ahead
 in chunks (its unused tail is zero bytes), so appending a line does not change the
 file's size and syncing it flushes the line alone, not the file system's metadata:
-measured here, half the cost of an append that grows the file. A crash can leave at
-most a torn last line, which no one was ever told about: loading erases it. `MemoryStore`
-has the same interface without files, for tests, benchmarks and embedding; a shared
-database would be a third implementation of `Store`.
+measured here, half the cost of an append that grows the file.
+
+**Reading writes nothing.** A store opens its files for reading; it becomes a writer at
+its first step, and only then repairs what a crash left behind (a torn last journal
+line, events or todos behind the journal). A run folder on a read-only mount can be
+looked at. **A damaged run is refused, never restarted**: a journal that is missing,
+shorter than its snapshot or its events say, or unreadable before its last line raises
+`DamagedRun` naming what is wrong and what is left, and nothing is written. A torn last
+line, which no caller was ever told about, stays the only damage mended silently.
+**Once the journal entry is synced the step has happened**: a derived file that cannot
+be written then (a full disk) is logged and repaired at the next step, and the caller
+gets its next directive.
+
+`MemoryStore` has the same interface without files, for tests, benchmarks and
+embedding; a shared database would be a third implementation of `Store`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import itertools
 import json
+import logging
 import os
+import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import pydantic_core
 
-from todoflow.compiler.files import sync_folder, write_atomically
+from todoflow.compiler.files import write_atomically
 from todoflow.dsl.diagnostics import TodoflowError
 
+from .entries import Entry, EntryFormatError, SubAgentDone, entry_from_json, to_json
 from .events import entry_events, todos
+from .learnings import LearningError, Learnings, learning_of
 from .plan import RunPlan
-from .state import ProcessState, from_json, initial_state, leave, settle, to_json
+from .state import ProcessState, from_json, initial_state, leave, settle
+from .state import to_json as state_json
 
 FLUSH_EVERY = 100  # events.jsonl is brought up to date at least this often
 SNAPSHOT_EVERY = 1000  # loading replays at most this many entries
 CHUNK = 1 << 20  # the journal grows a MiB at a time
 READ_PIECE = 1 << 16
-Entry = Mapping[str, Any]
-Applied = tuple[
-    ProcessState, ProcessState, Entry
-]  # the state before an entry, the entry's own step settled, the entry
+JOURNAL, EVENTS, SNAPSHOT, LOCK, TODOS = "journal.jsonl", "events.jsonl", "snapshot.json", "lock", "todos"
+DRIVING = "driving"
+
+log = logging.getLogger("todoflow.store")
 
 
 class StoreError(TodoflowError):
     """A run folder that cannot be used, with the reason."""
 
 
+class DamagedRun(StoreError):
+    """A run folder whose journal does not hold what its other files say happened."""
+
+
+class Applied(NamedTuple):
+    """One journal entry with the states around it: what its events are derived from."""
+
+    before: ProcessState
+    settled: ProcessState  # the entry's own step after it
+    entry: Entry
+
+    @property
+    def seq(self) -> int:
+        return self.entry.seq
+
+
 class Store(Protocol):
     process_id: str
     plan: RunPlan
+    started_at: str
 
     def locked(self) -> contextlib.AbstractContextManager[ProcessState]:
         """Hold the process for one step; yields its current state."""
@@ -68,7 +106,23 @@ class Store(Protocol):
         ...
 
     def entries(self) -> list[dict[str, Any]]:
-        """The journal, in order."""
+        """The journal, in order, as its lines' JSON."""
+        ...
+
+    def repair(self) -> bool:
+        """Bring derived files up to the journal (a crash may have left them behind)."""
+        ...
+
+    def drive(self) -> None:
+        """Say the run is being driven (until the store is closed)."""
+        ...
+
+    def driven(self) -> bool:
+        """Whether a program drives the run now."""
+        ...
+
+    def close(self) -> None:
+        """Release what the store holds."""
         ...
 
 
@@ -78,9 +132,11 @@ class MemoryStore:
     def __init__(self, process_id: str, plan: RunPlan, started_at: str) -> None:
         self.process_id, self.plan = process_id, plan
         self.state = initial_state(plan, started_at)
-        self.journal: list[dict[str, Any]] = []
+        self.journal: list[Entry] = []
         self.events: list[dict[str, Any]] = []
+        self.started_at = started_at
         self._lock = threading.Lock()
+        self._driven = False
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[ProcessState]:
@@ -88,12 +144,24 @@ class MemoryStore:
             yield self.state
 
     def commit(self, entry: Entry, before: ProcessState, settled: ProcessState, after: ProcessState) -> None:
-        self.journal.append(dict(entry))
+        self.journal.append(entry)
         self.events += entry_events(self.plan, before, settled, entry, self.process_id)
         self.state = after
 
     def entries(self) -> list[dict[str, Any]]:
-        return list(self.journal)
+        return [to_json(entry) for entry in self.journal]
+
+    def repair(self) -> bool:
+        return False  # nothing is derived from the journal but in memory
+
+    def drive(self) -> None:
+        self._driven = True
+
+    def driven(self) -> bool:
+        return self._driven
+
+    def close(self) -> None:
+        """Nothing to release."""
 
 
 class _Hold:
@@ -112,53 +180,87 @@ class _Hold:
         self.store._release()
 
 
+def prepare_folder(folder: Path, plan: RunPlan) -> None:
+    """Make a new run folder's store files: the journal's first chunk (allocated, so a
+    step does not grow the file), the lock, and per todo_task step a spare file that the
+    step's completion fills and renames into place. Creating or growing a file costs more
+    than a step on some file systems; done here, no step pays for it."""
+    journal = os.open(folder / JOURNAL, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        os.posix_fallocate(journal, 0, CHUNK)
+    finally:
+        os.close(journal)
+    os.close(os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o666))
+    os.close(os.open(folder / DRIVING, os.O_RDWR | os.O_CREAT, 0o666))
+    spares = folder / TODOS
+    spares.mkdir()
+    for step in plan.steps:
+        if step.kind == "todo_task":
+            os.close(os.open(_spare(spares, step.id), os.O_WRONLY | os.O_CREAT, 0o666))
+
+
 class FolderStore:
-    def __init__(self, folder: Path, plan: RunPlan, meta: Mapping[str, Any]) -> None:
-        self.folder, self.plan, self.meta = folder, plan, dict(meta)
-        self.process_id: str = meta["process_id"]
+    def __init__(
+        self,
+        folder: Path,
+        plan: RunPlan,
+        process_id: str,
+        started_at: str,
+        learnings: Learnings | None = None,
+        definition_sha256: str | None = None,
+    ) -> None:
+        self.folder, self.plan, self.process_id, self.started_at = folder, plan, process_id, started_at
+        self.learnings, self.definition_sha256 = learnings, definition_sha256
         self._thread_lock = threading.Lock()
         self._state: ProcessState | None = None
         self._offset = 0  # bytes of the journal folded into _state
+        self._torn = 0  # bytes of a torn last line after _offset: the next write erases them
         self._allocated = 0  # the journal's size when last seen (it only grows)
-        self._pending: list[Applied] = []  # entries whose events wait
+        self._writer = False  # opened for writing: by the first step, never by a reader
+        self._repaired = False  # derived files checked against the journal since becoming a writer
+        self._pending: list[Applied] = []  # entries since the last flush (and the one before)
         self._last_applied: Applied | None = None  # the journal's last entry, with its states
-        self._journal = os.open(folder / "journal.jsonl", os.O_RDWR | os.O_CREAT, 0o644)
-        self._events, self._events_size = -1, 0  # set by _open_events
+        self._todos_behind = False  # the current step's todos lag behind the journal
+        self._events = -1  # events.jsonl, opened by the first flush
+        self._events_size = 0
         self._events_seq: int | None = None  # the entry events.jsonl ends with, once read
-        self._open_events()
-        self._lockfile = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        self._journal = _open_existing(folder / JOURNAL, os.O_RDONLY)
+        self._lockfile = _open_existing(folder / LOCK, os.O_RDONLY)
+        self._driving = -1
         self._hold = _Hold(self)
-        self._prepare()
-
-    def _prepare(self) -> None:
-        """A new run folder, opened for the first time, gets ready for its steps: the
-        journal's first chunk allocated and made durable with the folder's entry for it,
-        and per todo_task step a spare file that the step's completion fills and renames
-        into place. Creating a file or growing one costs more than a step on some file
-        systems; done here, no step pays for it."""
-        fcntl.flock(self._lockfile, fcntl.LOCK_EX)
-        try:
-            if os.fstat(self._journal).st_size > 0:
-                return  # prepared already, by this process or another one
-            os.posix_fallocate(self._journal, 0, CHUNK)
-            os.fsync(self._journal)
-            sync_folder(self.folder)
-            self._allocated = CHUNK
-            folder = self.folder / "todos"
-            folder.mkdir(exist_ok=True)
-            for step in self.plan.steps:
-                if step.kind == "todo_task":
-                    os.close(os.open(_spare(folder, step.id), os.O_WRONLY | os.O_CREAT, 0o666))
-        finally:
-            fcntl.flock(self._lockfile, fcntl.LOCK_UN)
 
     def close(self) -> None:
-        """Flush what is derived and release the files; the journal is already durable."""
-        with self.locked() as state:
-            self._write_todos(state)
-            self._flush_events()
-        for handle in (self._journal, self._events, self._lockfile):
-            os.close(handle)
+        """Bring what is derived up to date (if this store wrote) and release the files."""
+        if self._writer:
+            with self.locked() as state:
+                self._derive_quietly(lambda: self._catch_up(state))
+        for handle in (self._journal, self._events, self._lockfile, self._driving):
+            if handle >= 0:
+                os.close(handle)
+        self._journal = self._events = self._lockfile = self._driving = -1
+
+    def drive(self) -> None:
+        """Say the run is being driven, until the store is closed (a shared lock: any number
+        of programs may drive one run; `status` sees it as `running`)."""
+        if self._driving < 0:
+            self._driving = _open_existing(self.folder / DRIVING, os.O_RDONLY)
+            if self._driving >= 0:
+                fcntl.flock(self._driving, fcntl.LOCK_SH)
+
+    def driven(self) -> bool:
+        """Whether a program drives the run now (this store or another)."""
+        if self._driving >= 0:
+            return True
+        handle = _open_existing(self.folder / DRIVING, os.O_RDONLY)
+        if handle < 0:
+            return False
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(handle)  # releases the probe's lock
+        return False
 
     # -- loading -------------------------------------------------------------------
 
@@ -168,7 +270,8 @@ class FolderStore:
     def _acquire(self) -> ProcessState:
         self._thread_lock.acquire()
         try:
-            fcntl.flock(self._lockfile, fcntl.LOCK_EX)
+            if self._lockfile >= 0:
+                fcntl.flock(self._lockfile, fcntl.LOCK_EX)
             return self._refresh()
         except BaseException:
             self._release()
@@ -176,7 +279,8 @@ class FolderStore:
 
     def _release(self) -> None:
         try:
-            fcntl.flock(self._lockfile, fcntl.LOCK_UN)  # harmless if it was not taken
+            if self._lockfile >= 0:
+                fcntl.flock(self._lockfile, fcntl.LOCK_UN)  # harmless if it was not taken
         finally:
             self._thread_lock.release()
 
@@ -186,37 +290,70 @@ class FolderStore:
 
     def _refresh(self) -> ProcessState:
         """The current state: the cached one, plus whatever others appended since."""
-        if self._state is not None and os.pread(self._journal, 1, self._offset) in (b"", b"\0"):
+        if (
+            self._state is not None
+            and self._journal >= 0
+            and os.pread(self._journal, 1, self._offset + self._torn) in (b"", b"\0")
+        ):
             return self._state
         if self._state is None:
-            self._state, self._offset = self._from_snapshot()
-        self._state, self._offset = self._replay(self._state, self._offset)
+            self._state, self._offset = self._load()
+        else:
+            self._state, self._offset = self._replay(self._state, self._offset)
         return self._state
 
-    def _from_snapshot(self) -> tuple[ProcessState, int]:
-        start = initial_state(self.plan, self.meta["started_at"])
+    def _load(self) -> tuple[ProcessState, int]:
+        """The state the folder holds, or `DamagedRun` when its files disagree."""
+        if self._journal < 0:
+            self._journal = _open_existing(self.folder / JOURNAL, os.O_RDONLY)
+        snapshot = self._read_snapshot()
+        if self._journal < 0:
+            if snapshot is not None or _last_seq(self.folder / EVENTS) != 0 or self._has_todos():
+                raise self._damaged(f"{JOURNAL} is missing", 0)
+            return initial_state(self.plan, self.started_at), 0  # made by an older version at its first step
+        state, offset = snapshot or (initial_state(self.plan, self.started_at), 0)
+        if offset and os.pread(self._journal, 1, offset - 1) != b"\n":  # emptied, cut or zeroed
+            raise self._damaged(f"{JOURNAL} ends before the entry its snapshot was taken at", 0)
+        state, offset = self._replay(state, offset)
+        recorded = _last_seq(self.folder / EVENTS)
+        if recorded > state.seq:
+            raise self._damaged(f"{EVENTS} records entries up to {recorded}", state.seq)
+        return state, offset
+
+    def _read_snapshot(self) -> tuple[ProcessState, int] | None:
         try:
-            data = json.loads((self.folder / "snapshot.json").read_text(encoding="utf-8"))
+            data = json.loads((self.folder / SNAPSHOT).read_text(encoding="utf-8"))
             return from_json(data["state"]), int(data["offset"])
+        except FileNotFoundError:
+            return None
         except (OSError, ValueError, KeyError, TypeError):
-            return start, 0  # no snapshot, or a damaged one: replay the journal from the start
+            return None  # a damaged snapshot: replay the journal from the start
 
     def _replay(self, state: ProcessState, offset: int) -> tuple[ProcessState, int]:
         data = self._written_from(offset)
         complete = data.rfind(b"\n") + 1
-        if complete < len(data):  # a torn last line: the step never returned, so erase it
-            os.pwrite(self._journal, b"\0" * (len(data) - complete), offset + complete)
-            os.fsync(self._journal)
-        for line in data[:complete].splitlines():
-            entry = json.loads(line)
-            if entry["seq"] != state.seq + 1:
-                raise StoreError(
-                    f"journal of {self.process_id}: entry {entry['seq']} follows entry {state.seq}"
+        self._torn = len(data) - complete  # a torn last line: the step never returned
+        for number, line in enumerate(data[:complete].splitlines(), start=1):
+            entry = self._entry(line, state)
+            if entry is None:
+                raise self._damaged(
+                    f"line {number} of {JOURNAL} after entry {state.seq} is not an entry", state.seq
                 )
             settled = settle(self.plan, state, entry)
-            self._last_applied = (state, settled, entry)
-            state = leave(self.plan, settled, entry["at"])
+            self._last_applied = Applied(state, settled, entry)
+            if self._writer:  # another program's step: its events are ours to flush too
+                self._remember(self._last_applied)
+            state = leave(self.plan, settled, entry.at)
         return state, offset + complete
+
+    def _entry(self, line: bytes, state: ProcessState) -> Entry | None:
+        try:
+            entry = entry_from_json(json.loads(line))
+        except (ValueError, EntryFormatError):
+            return None
+        if entry.seq != state.seq + 1:
+            raise self._damaged(f"{JOURNAL}: entry {entry.seq} follows entry {state.seq}", state.seq)
+        return entry
 
     def _written_from(self, offset: int) -> bytes:
         """The journal's bytes from `offset` to its zero tail, read a piece at a time: a
@@ -230,58 +367,130 @@ class FolderStore:
             offset += len(piece)
         return b"".join(pieces)
 
+    def _has_todos(self) -> bool:
+        folder = self.folder / TODOS
+        return folder.is_dir() and any(p.suffix == ".json" for p in folder.iterdir())
+
+    def _damaged(self, problem: str, entries: int) -> DamagedRun:
+        left = f"the journal holds {entries} entr{'y' if entries == 1 else 'ies'}"
+        return DamagedRun(
+            f"run `{self.process_id}` is damaged: {problem}; {left}. Nothing was changed: the run "
+            "cannot be stepped until its journal is restored (docs/runtime.md, Damaged runs)"
+        )
+
     def entries(self) -> list[dict[str, Any]]:
         return read_journal(self.folder)
 
     # -- writing -------------------------------------------------------------------
 
     def commit(self, entry: Entry, before: ProcessState, settled: ProcessState, after: ProcessState) -> None:
-        line = _line(entry)
+        """Append the entry and sync it: from then on the step has happened. The derived
+        files follow, and a failure of theirs is logged and repaired later, never raised."""
+        self._become_writer(before)
+        line = _line(to_json(entry))
         end = self._offset + len(line)
         if end > self._allocated:  # another process may have allocated since we last looked
             self._allocated = os.fstat(self._journal).st_size
         grow = end > self._allocated
         if grow:  # allocate the next chunk; the file's size changes, so this step syncs it all
-            os.posix_fallocate(self._journal, self._offset, len(line) + CHUNK)
+            _allocate(self._journal, self._offset, len(line) + CHUNK)
             self._allocated = self._offset + len(line) + CHUNK
-        os.pwrite(self._journal, line, self._offset)
-        (os.fsync if grow else os.fdatasync)(self._journal)  # the step is confirmed once this returns
-        self._offset = end
-        self._state = after
-        self._last_applied = (before, settled, entry)
-        self._pending.append(self._last_applied)
+        start = self._offset
+        try:
+            os.pwrite(self._journal, line + b"\0" * max(0, self._torn - len(line)), start)
+            (os.fsync if grow else os.fdatasync)(self._journal)  # the step is confirmed once this returns
+        except OSError as error:  # not confirmed: take the line back, so no reader ever sees it
+            with contextlib.suppress(OSError):
+                os.pwrite(self._journal, b"\0" * len(line), start)
+            raise StoreError(
+                f"cannot write the journal ({error.strerror or error}): the step was not saved"
+            ) from None
+        self._offset, self._torn, self._state = end, 0, after
+        self._last_applied = Applied(before, settled, entry)
+        self._remember(self._last_applied)
+        self._todos_behind = True
+        self._derive_quietly(lambda: self._after_commit(settled, after, start))
+
+    def _after_commit(self, settled: ProcessState, after: ProcessState, start: int) -> None:
+        if self._last_applied is not None:
+            self._record_learnings([self._last_applied])
         if settled.step_complete:  # the step's todos first: events at the journal's end vouch for them
             self._write_todos(settled)
         if settled.step_complete or after.seq % FLUSH_EVERY == 0:
             self._flush_events()
-        if after.seq % SNAPSHOT_EVERY == 0:
-            self._write_snapshot(after)
+        if after.seq % SNAPSHOT_EVERY == 0 and self._last_applied is not None:
+            self._write_snapshot(self._last_applied, start)
+
+    def _derive_quietly(self, work: Any) -> None:
+        """Write derived files; on failure (a full disk, say) log it and repair them later."""
+        try:
+            work()
+        except OSError as error:
+            self._repaired = False
+            log.warning(
+                "run %s: derived files not written (%s); they are rebuilt from the journal at the next step",
+                self.process_id,
+                error.strerror or error,
+            )
+
+    def _become_writer(self, state: ProcessState) -> None:
+        """Before this store's first write: open the journal for writing, then repair what
+        a crash left behind, before anything new is derived."""
+        self._open_for_writing()
+        if not self._repaired:
+            self._derive_quietly(lambda: self._repair_locked(state))
+
+    def _open_for_writing(self) -> None:
+        if self._writer:
+            return
+        try:
+            handle = os.open(self.folder / JOURNAL, os.O_RDWR | os.O_CREAT, 0o666)
+            if self._lockfile < 0:  # a folder made by an older version: the lock is made now
+                self._lockfile = os.open(self.folder / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+                fcntl.flock(self._lockfile, fcntl.LOCK_EX)
+        except OSError as error:
+            raise StoreError(f"cannot write to run folder {self.folder}: {error.strerror or error}") from None
+        if self._journal >= 0:
+            os.close(self._journal)
+        self._journal, self._writer = handle, True
+        self._allocated = os.fstat(handle).st_size
+
+    def _remember(self, applied: Applied) -> None:
+        self._pending.append(applied)
+        if len(self._pending) > 4 * FLUSH_EVERY:  # a writer that only watches others step
+            self._pending, self._repaired = [], False  # the next step verifies the file instead
 
     def _flush_events(self) -> None:
-        """Derive and append the events of the entries since the last flush, in one batch
-        rather than a little at every step. Written after the todos of the steps they
-        complete, events that reach the journal's end say those todos are written too (the
-        current step's own todos are refreshed at its completion, on close and on repair).
-        Between flushes only the journal is written, so each step's sync has one small
-        file to make durable. Another process stepping the same run appends its own
-        events; whatever it wrote is skipped, and a gap rebuilds the file from the journal."""
+        """Append the events of the entries since the last flush, in one batch rather than
+        a little at every step. Written after the todos of the steps they complete, events
+        that reach the journal's end say those todos are written too. The entries include
+        those another program appended to the journal (each store replays them), so two
+        programs stepping one run never leave each other's events out; the file must end
+        with exactly the events of the entry it names last, else it is rebuilt."""
         if not self._pending:
             return
         last = self._events_last_seq()
-        pending = [item for item in self._pending if item[2]["seq"] > last]
-        self._pending = []
-        if not pending:
-            return
-        if last < 0 or pending[0][2]["seq"] != last + 1:
+        known = {applied.seq: applied for applied in self._pending}
+        fresh = [applied for applied in self._pending if applied.seq > last]
+        ends_cleanly = last == 0 or (
+            last in known
+            and _ends_with(self.folder / EVENTS, _event_lines(self.plan, self.process_id, [known[last]]))
+        )
+        if last < 0 or not ends_cleanly or (fresh and fresh[0].seq != last + 1):
             self._rebuild_events()
             return
-        self._append_events(_event_lines(self.plan, self.process_id, pending))
-        self._events_seq = pending[-1][2]["seq"]
+        self._record_learnings(fresh)  # another program's validated delegations: before their events
+        if fresh:
+            self._append_events(_event_lines(self.plan, self.process_id, fresh))
+            self._events_seq = fresh[-1].seq
+        self._pending = self._pending[-1:]  # the next flush checks the file still ends with its events
 
     def _events_last_seq(self) -> int:
         """The journal entry whose events end events.jsonl (-1: unreadable): as this store
         left the file, or read from it if another process appended to it or replaced it."""
-        path = self.folder / "events.jsonl"
+        path = self.folder / EVENTS
+        if self._events < 0:
+            self._open_events()
         ours = os.fstat(self._events)
         try:
             replaced = os.stat(path).st_ino != ours.st_ino
@@ -299,7 +508,7 @@ class FolderStore:
     def _open_events(self) -> None:
         """Open events.jsonl to append to it, noting its size as this store leaves it (the
         entry its last events come from is read when a flush first needs it)."""
-        self._events = os.open(self.folder / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._events = os.open(self.folder / EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
         self._events_size = os.fstat(self._events).st_size
         self._events_seq = None
 
@@ -309,65 +518,125 @@ class FolderStore:
             view = view[os.write(self._events, view) :]
         self._events_size = os.fstat(self._events).st_size
 
-    def _write_todos(self, state: ProcessState) -> None:
+    def _write_todos(self, state: ProcessState, only_if_changed: bool = False) -> None:
         """Refresh todos/<step>.json of the state's step (a todo_task step with a checklist),
         under the process lock. A completed step's final todos fill the step's spare file."""
         if state.step_id is None or not state.tasks:
             return
         step = self.plan.step(state.step_id)
-        if step.kind == "todo_task":
-            folder = self.folder / "todos"
-            spare = _spare(folder, step.id) if state.step_complete else None
-            write_atomically(folder / f"{step.id}.json", todos(step, state), spare)
+        if step.kind != "todo_task":
+            return
+        folder = self.folder / TODOS
+        path = folder / f"{step.id}.json"
+        text = todos(step, state)
+        if only_if_changed and _reads(path) == text:
+            return
+        spare = _spare(folder, step.id) if state.step_complete else None
+        write_atomically(path, text, spare)
 
-    def _write_snapshot(self, state: ProcessState) -> None:
-        snapshot = {"offset": self._offset, "state": to_json(state)}
-        write_atomically(self.folder / "snapshot.json", json.dumps(snapshot, ensure_ascii=False) + "\n")
+    def _record_learnings(self, applied: Iterable[Applied]) -> None:
+        """The learning of each validated delegation to a route, written unless it is
+        there already (learnings are derived from the journal: exactly once)."""
+        if self.learnings is None:
+            return
+        for before, _, entry in applied:
+            if not isinstance(entry, SubAgentDone) or not entry.passed:
+                continue
+            learning = learning_of(self.plan, self.process_id, self.definition_sha256, before, entry)
+            if learning is None:
+                continue
+            try:
+                self.learnings.add(learning)
+            except LearningError as error:
+                log.warning("run %s: %s", self.process_id, error)
+
+    def _write_snapshot(self, applied: Applied, start: int) -> None:
+        """The state before the last entry, and where that entry starts: loading then
+        replays at least that one entry, so a writer always knows the entry whose events
+        end events.jsonl."""
+        snapshot = {"offset": start, "state": state_json(applied.before)}
+        write_atomically(self.folder / SNAPSHOT, json.dumps(snapshot, ensure_ascii=False) + "\n")
+
+    def _catch_up(self, state: ProcessState) -> None:
+        """What `close` owes: the events of the entries since the last flush, and the
+        current step's todos if a step since its last refresh changed them."""
+        if not self._repaired:
+            self._repair_locked(state)
+        self._flush_events()
+        if self._todos_behind:
+            self._write_todos(state, only_if_changed=True)
+            self._todos_behind = False
 
     # -- derived files after a crash ---------------------------------------------------
 
     def repair(self) -> bool:
-        """Rebuild events.jsonl and todos/ from the journal if a crash left them behind it."""
-        with self.locked() as state:  # every writer of the folder holds it: what is left is debris
-            for leftover in [*self.folder.glob(".*.*"), *self.folder.glob("todos/.*.*")]:
-                if not leftover.name.startswith(".spare-"):
-                    leftover.unlink(missing_ok=True)  # the temporary file of an interrupted replace
-            if self._events_complete(state):
-                self._write_todos(state)  # the current step's, possibly behind since its last refresh
-                return False
-            self._rebuild_events()
-            self._write_todos(state)
-            return True
+        """Rebuild events.jsonl and todos/ from the journal if a crash left them behind it;
+        True when something was rebuilt. Writes nothing when they are current."""
+        with self.locked() as state:
+            self._open_for_writing()
+            return self._repair_locked(state)
 
-    def _events_complete(self, state: ProcessState) -> bool:
-        """Whether events.jsonl ends with exactly the events of the journal's last entry: a
-        crash can cut a batch at the end of a line inside one entry's events, which the
-        last line's entry alone would not show."""
-        path = self.folder / "events.jsonl"
+    def _repair_locked(self, state: ProcessState) -> bool:
+        """Under the lock, as a writer: leftovers of interrupted replaces removed, the torn
+        last line erased, events.jsonl verified entry by entry against the journal and
+        rebuilt if any entry's events are missing, the current step's todos refreshed."""
+        for leftover in [*self.folder.glob(".*.*"), *self.folder.glob(f"{TODOS}/.*.*")]:
+            if not leftover.name.startswith(".spare-"):
+                leftover.unlink(missing_ok=True)
+        if self._torn:
+            os.pwrite(self._journal, b"\0" * self._torn, self._offset)
+            os.fsync(self._journal)
+            self._torn = 0
+        rebuilt = not self._events_match(state)
+        if rebuilt:
+            self._rebuild_events()
+        else:
+            self._pending = [self._last_applied] if self._last_applied is not None else []
+        self._write_todos(state, only_if_changed=True)
+        self._repaired, self._todos_behind = True, False
+        return rebuilt
+
+    def _events_match(self, state: ProcessState) -> bool:
+        """Whether events.jsonl holds the events of every journal entry, 1 to the last, in
+        order, and ends with exactly the last entry's events (a crash can cut a batch at
+        the end of a line inside one entry's events)."""
+        path = self.folder / EVENTS
+        data = _reads(path)
         if state.seq == 0:
-            return not path.exists() or path.stat().st_size == 0
-        if self._last_applied is None or self._last_applied[2]["seq"] != state.seq:
-            return False  # loaded from a snapshot taken at the last entry: rebuild, not guess
-        return _ends_with(path, _event_lines(self.plan, self.process_id, [self._last_applied]))
+            return not data
+        if data is None or self._last_applied is None or self._last_applied.seq != state.seq:
+            return False
+        seqs = [int(seq) for seq in _SEQ.findall(data)]
+        if len(seqs) != data.count("\n") or not seqs or seqs[0] != 1:
+            return False
+        if any(b - a not in (0, 1) for a, b in itertools.pairwise(seqs)) or seqs[-1] != state.seq:
+            return False
+        return data.encode().endswith(_event_lines(self.plan, self.process_id, [self._last_applied]))
 
     def _rebuild_events(self) -> None:
         """events.jsonl, and the todos of every completed step, made again from the journal."""
         replayed: list[Applied] = []
-        current = initial_state(self.plan, self.meta["started_at"])
-        for entry in self.entries():
+        current = initial_state(self.plan, self.started_at)
+        for data in self.entries():
+            entry = entry_from_json(data)
             settled = settle(self.plan, current, entry)
-            replayed.append((current, settled, entry))
+            replayed.append(Applied(current, settled, entry))
             if settled.step_complete:
-                self._write_todos(settled)
-            current = leave(self.plan, settled, entry["at"])
-        lines = _event_lines(self.plan, self.process_id, replayed)
-        write_atomically(self.folder / "events.jsonl", lines.decode())
-        os.close(self._events)
+                self._write_todos(settled, only_if_changed=True)
+            current = leave(self.plan, settled, entry.at)
+        self._record_learnings(replayed)
+        write_atomically(self.folder / EVENTS, _event_lines(self.plan, self.process_id, replayed).decode())
+        if self._events >= 0:
+            os.close(self._events)
         self._open_events()
-        self._pending = []
+        self._pending = replayed[-1:]
 
 
-def _event_lines(plan: RunPlan, process_id: str, entries: list[Applied]) -> bytes:
+# every line of events.jsonl starts `{"event":"…","process_id":"…","seq":N,` (its field order)
+_SEQ = re.compile(r'^\{"event":"[^"\n]*","process_id":"(?:[^"\\\n]|\\.)*","seq":(\d+),', re.M)
+
+
+def _event_lines(plan: RunPlan, process_id: str, entries: Iterable[Applied]) -> bytes:
     """events.jsonl's lines for journal entries, each with the states before and after it."""
     return b"".join(
         _line(event)
@@ -376,14 +645,45 @@ def _event_lines(plan: RunPlan, process_id: str, entries: list[Applied]) -> byte
     )
 
 
+def _open_existing(path: Path, flags: int) -> int:
+    """A handle on `path`, or -1 if it does not exist (a reader creates nothing)."""
+    try:
+        return os.open(path, flags)
+    except FileNotFoundError:
+        return -1
+    except OSError as error:
+        raise StoreError(f"cannot open {path}: {error.strerror or error}") from None
+
+
+def _allocate(handle: int, offset: int, length: int) -> None:
+    try:
+        os.posix_fallocate(handle, offset, length)
+    except OSError as error:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise StoreError(
+                f"no space left for the journal ({error.strerror}): the step was not saved"
+            ) from None
+        raise
+
+
 def _spare(folder: Path, step_id: str) -> Path:
     return folder / f".spare-{step_id}"
 
 
+def _reads(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def read_journal(folder: Path) -> list[dict[str, Any]]:
-    """The complete entries of a run folder's journal, in order."""
-    with open(folder / "journal.jsonl", "rb") as handle:
-        data = _written(handle.read())
+    """The complete entries of a run folder's journal, in order, as their lines' JSON."""
+    try:
+        with open(folder / JOURNAL, "rb") as handle:
+            data = _written(handle.read())
+    except FileNotFoundError:
+        return []
     return [json.loads(line) for line in data[: data.rfind(b"\n") + 1].splitlines()]
 
 
@@ -412,13 +712,16 @@ def _ends_with(path: Path, data: bytes) -> bool:
 
 
 def _last_seq(path: Path) -> int:
-    """The journal sequence number the last complete event line was derived from."""
+    """The journal sequence number the last complete event line was derived from (0: no
+    events; -1: the file does not end with a complete event line)."""
     try:
         with open(path, "rb") as handle:
             handle.seek(0, os.SEEK_END)
             size = handle.tell()
             handle.seek(max(0, size - 65536))
             tail = handle.read()
+    except FileNotFoundError:
+        return 0
     except OSError:
         return -1
     if not tail:
@@ -427,5 +730,5 @@ def _last_seq(path: Path) -> int:
         return -1
     try:
         return int(json.loads(tail.splitlines()[-1])["seq"])
-    except (ValueError, KeyError):
+    except (ValueError, KeyError, TypeError):
         return -1

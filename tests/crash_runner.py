@@ -1,7 +1,7 @@
 """Runs `todoflow` and kills itself with SIGKILL at the N-th durable-store operation.
 
-Used by tests/test_crash.py. Operations are counted across the journal and events
-writes, the journal syncs and the store's atomic replaces of todos and snapshots
+Used by tests/test_crash.py. Operations are counted across the journal, events and
+learnings writes, the journal syncs and the store's atomic replaces of todos and snapshots
 (creating the run folder is not a crash point: it happens before any reply). CRASH_MODE
 says where in that operation the process dies: `before` it, `partial` (half of the
 bytes written, or a temporary file left behind), or `after` it.
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from todoflow.cli import main
+from todoflow.runtime import learnings as learnings_module
 from todoflow.runtime import store as store_module
 
 CRASH_AT = int(os.environ["CRASH_AT"])
@@ -84,5 +85,6 @@ def _atomic(path: Path, text: str, spare: Path | None = None) -> None:
 
 
 store_module.os = _Os()  # type: ignore[assignment]
+learnings_module.os = _Os()  # type: ignore[assignment]
 store_module.write_atomically = _atomic
 sys.exit(main(sys.argv[1:]))

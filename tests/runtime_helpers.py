@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import todoflow
 from todoflow.runtime import process
+from todoflow.runtime.definition import from_source
 from todoflow.runtime.directive import Directive
 from todoflow.runtime.engine import Engine
 from todoflow.runtime.store import FolderStore
@@ -40,17 +40,14 @@ class Clock:
 
 
 def start(tmp: Path, source: str, process_id: str = "p-1", ready: Any = None) -> tuple[Engine, FolderStore]:
-    compiled = todoflow.compile(source, path="flow.todoflow")
-    compiled.raise_for_errors()
+    definition = from_source(source, "flow.todoflow").or_raise()
     workspace = tmp / "workspace"
     workspace.mkdir(parents=True, exist_ok=True)
-    meta = {
-        "process_id": process_id,
-        "title": compiled.plan["steps"][0]["title"],
-        "workspace": str(workspace),
-    }
     clock = Clock()
-    process.create(tmp / "runs", compiled.artifacts, meta, ready, clock=clock)
+    engine = process.start(
+        definition, tmp / "runs", workspace=workspace, ready=ready, process_id=process_id, clock=clock
+    )
+    engine.close()
     return process.open_process(tmp / "runs", process_id, clock=clock)
 
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import jsonschema
@@ -136,15 +134,6 @@ def test_defaults_apply_to_every_step_and_tasks_come_in_final_order() -> None:
     assert "generic_agent" not in ship
     pipeline = _compiled(ROOT / "examples" / "data-pipeline.todoflow").plan
     assert pipeline["steps"][1]["generic_agent"] is False
-
-
-def _module(source: str, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_loader(name, loader=None)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    exec(compile(source, f"{name}.py", "exec"), module.__dict__)
-    sys.modules.pop(name, None)
-    return module
 
 
 def _graph(cls: Any) -> tuple[list[str], list[tuple[str, str, str, str]]]:

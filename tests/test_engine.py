@@ -15,8 +15,6 @@ from todoflow.runtime.state import attempt_id
 
 from .runtime_helpers import CHECKLIST, confirm, events, folder_digest, intake, start, tasks, walk
 
-Folder = Path
-
 
 def _refusal(engine, reply, attempt=None) -> Refusal:  # type: ignore[no-untyped-def]
     directive = engine.directive()

@@ -96,10 +96,16 @@ def confirm(n: int) -> dict[str, str]:
 async def test_tools_and_their_schemas(tmp_path: Path) -> None:
     async with serve(tmp_path) as session:
         tools = {t.name: t for t in (await session.list_tools()).tools}
-        assert set(tools) == {"start", "step", "status"}
-        evidence = tools["step"].input_schema["properties"]["evidence"]["anyOf"][0]
+        assert set(tools) == {
+            "start",
+            "step",
+            "status",
+            *("create_todo", "update_todo", "complete_todo", "list_todos", "get_todo"),
+        }
+        # every accepted field, its description on the property itself (issues 12 and 13)
+        evidence = tools["step"].input_schema["properties"]["evidence"]
         assert evidence["maxLength"] == 500 and evidence["description"]
-        task = tools["step"].input_schema["properties"]["tasks"]["anyOf"][0]
+        task = tools["step"].input_schema["properties"]["tasks"]
         assert task["maxItems"] == 100 and task["items"]["properties"]["action"]["maxLength"] == 1000
 
 
@@ -327,3 +333,135 @@ async def test_a_broken_workflow_file_does_not_stop_the_others(tmp_path: Path) -
             session, "start", action="prepare", workflowId="good", parentExecutionId="none", tasks=READY
         )
         assert "workflow `good` has no todo_task step to take a checklist" in no_checklist
+
+
+async def test_an_orchestration_through_the_mcp_tools(tmp_path: Path) -> None:
+    """Delegation, a failed prevalidation, a created todo, the todo tools and strict,
+    unknown-field-refusing arguments, all through the official client (issue 13)."""
+    flows = tmp_path / "flows"
+    flows.mkdir()
+    shutil.copy(ROOT / "examples" / "orchestrated.todoflow", flows)
+    async with serve(tmp_path, str(flows)) as session:
+        intake = await begin(session, workflowId="docs-release")
+        ready = [
+            {"action": t["action"], "expected_result": t["expected_result"]} for t in intake["ready_tasks"]
+        ]
+        turn = await answer(session, intake, tasks=ready, progress_checklist_outcome="three tasks")
+        assert turn["todo_id"] == "todo_1" and [r["route_id"] for r in turn["routes"]] == ["build", "check"]
+        assert turn["turns"] == {"used": 0, "allowed": 20} and turn["prompt"].startswith(
+            "You are the orchestrator"
+        )
+        unknown = await refused(
+            session,
+            "step",
+            processId=turn["processId"],
+            attemptId=turn["attemptId"],
+            evidence="e",
+            progress_execution_outcome="o",
+            mood="happy",
+        )
+        assert "`mood` is not part of a reply at work" in unknown
+        delegate = {
+            "next_action": "delegate",
+            "selected_route_id": "build",
+            "todo_id_to_execute": "todo_1",
+            "instructions_to_sub_agent": "Build the site into site/.",
+        }
+        sub = await answer(session, turn, **delegate)
+        assert sub["node"] == "delegated" and sub["role"] == "Sub-agent build · Task 1/3"
+        assert sub["delegation"]["sub_step"]["expected_files"] == ["site/index.html"]
+        assert "Build the site into site/." in sub["prompt"] and "Record the release" not in sub["prompt"]
+        back = await answer(session, sub, evidence="built", progress_execution_outcome="done")
+        assert back["last_delegation"]["passed"] is False and back["node"] == "work"
+        sub = await answer(session, back, **delegate)
+        (tmp_path / "site").mkdir()
+        (tmp_path / "site" / "index.html").write_text("<h1>docs</h1>")
+        done = await call(
+            session,
+            "complete_todo",
+            processId=sub["processId"],
+            attemptId=sub["attemptId"],
+            todo_id="todo_1",
+            result="site built",
+            evidence="site/index.html written",
+        )
+        assert done["role"] == "Task 2/3" and done["last_delegation"]["passed"] is True
+        created = await call(
+            session,
+            "create_todo",
+            processId=done["processId"],
+            attemptId=done["attemptId"],
+            title="Announce it",
+            description="announcement.md exists",
+        )
+        assert created["total"] == 4
+        strict = await refused(
+            session,
+            "update_todo",
+            processId=created["processId"],
+            attemptId=created["attemptId"],
+            todo_id="todo_2",
+            status=True,
+        )
+        assert "status" in strict and "nothing changed" in strict
+        listed = await call(session, "list_todos", processId=created["processId"])
+        assert [t["status"] for t in listed["todos"]] == ["completed", "in_progress", "pending", "pending"]
+        assert listed["todos"][0]["assigned_agent"] == "build"
+        one = await call(session, "get_todo", processId=created["processId"], todo_id="todo_4")
+        assert one["todo"]["title"] == "Announce it"
+        premature = await refused(
+            session,
+            "step",
+            processId=created["processId"],
+            attemptId=created["attemptId"],
+            next_action="complete",
+        )
+        assert "3 of 4 todos are not confirmed yet" in premature
+
+
+def test_a_line_that_is_not_a_message_gets_a_json_rpc_error_not_silence(tmp_path: Path) -> None:
+    """The SDK's stdio transport drops an unreadable line, so the client waits forever;
+    the server answers it with the JSON-RPC error it calls for (issue 11)."""
+    import select
+    import subprocess
+
+    server = subprocess.Popen(
+        [sys.executable, "-m", "todoflow", "serve", "--run-dir", str(tmp_path / "runs")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert server.stdin is not None and server.stdout is not None
+
+    def exchange(line: bytes) -> dict[str, Any]:
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write(line + b"\n")
+        server.stdin.flush()
+        ready, _, _ = select.select([server.stdout], [], [], 30)
+        assert ready, f"no answer to {line!r}"
+        return json.loads(server.stdout.readline())  # type: ignore[no-any-return]
+
+    try:
+        hello = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        }
+        assert "result" in exchange(
+            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}).encode()
+        )
+        server.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        surrogate = exchange(
+            b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"status","arguments":{"processId":"\\ud800"}}}'
+        )
+        assert surrogate["id"] == 2 and surrogate["error"]["code"] == -32700
+        broken = exchange(b'{"jsonrpc":"2.0","id":3,"method": nonsense')
+        assert broken["id"] is None and broken["error"]["code"] == -32700
+        invalid = exchange(b'{"jsonrpc":"2.0","id":4}')
+        assert invalid["id"] == 4 and invalid["error"]["code"] == -32600
+        assert "result" in exchange(b'{"jsonrpc":"2.0","id":5,"method":"tools/list"}')  # the server goes on
+    finally:
+        server.kill()
+        server.communicate()  # waits, and closes its pipes

@@ -64,7 +64,7 @@ def _sample(kind: str) -> dict[str, Any]:
     values = {
         "workflow": {"id": "release", "title": "Release"},
         "step": step,
-        "limits": {"max_tasks": 100, "max_text": 1000, "max_evidence": 500},
+        "limits": {"max_tasks": 100, "max_text": 1000, "max_evidence": 500, "max_instructions": 4000},
         "tasks": [task],
         "ready_tasks": [task],
         "task": task,
@@ -73,6 +73,20 @@ def _sample(kind: str) -> dict[str, Any]:
         "route": step["routes"][0],
         "instructions": "Build the wheel",
         "success_criteria": "dist/ has it",
+        "todo_id": "todo_1",
+        "turns": {"used": 3, "allowed": 10},
+        "last_delegation": {"todo_id": "todo_1", "agent": "build", "passed": False, "reason": "no dist/"},
+        "learnings": [
+            {
+                "id": "p:4",
+                "at": "2026-01-01T00:00:00.000Z",
+                "instructions": "Build it",
+                "success_criteria": None,
+                "evidence": "built",
+                "outcome": "dist/ holds the wheel",
+                "files": ["dist/x.whl"],
+            }
+        ],
     }
     return {name: values[name] for name in CONTEXTS[kind]}
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -55,14 +57,15 @@ def test_blocked_stops_without_confirming_and_resume_continues(tmp_path: Path) -
     assert "blocked: waiting for the build machine" in first.stdout
     (run,) = _runs(tmp_path)
     assert f"resume with: todoflow run --resume {run.name}" in first.stderr
-    assert [entry["type"] for entry in read_journal(run)] == ["confirm", "submit_tasks"]
+    # the block is journaled (the todo is marked blocked); nothing is confirmed
+    assert [entry["type"] for entry in read_journal(run)] == ["confirm", "submit_tasks", "update_todo"]
     status = run_cli("status", run.name, cwd=tmp_path)
     assert "[Work]      Task 1/4: Build wheels and sdist" in status.stdout
     more = "wheel built\nbuilt\nquit\n"
     second = run_cli("run", "--resume", run.name, "--agent", "human", stdin=more, cwd=tmp_path)
     assert second.returncode == 3
     assert "Task 2/4: Write release notes" in second.stdout
-    assert len(read_journal(run)) == 3
+    assert len(read_journal(run)) == 4
 
 
 def test_human_revises_the_checklist_line_by_line(tmp_path: Path) -> None:
@@ -176,9 +179,10 @@ def test_a_template_error_at_run_time_names_the_template_and_line(tmp_path: Path
 def test_show_prompts_prints_what_an_agent_reads(tmp_path: Path) -> None:
     result = run_cli("run", str(EXAMPLE), "--agent", f"scripted:{REPLIES}", "--show-prompts", cwd=tmp_path)
     assert result.returncode == 0
-    assert (
-        "--- prompt (work, step ship) ---\nTask 1/4 of step `ship`: Build wheels and sdist" in result.stdout
-    )
+    # an orchestrator turn: the step's orchestrator_system, orchestrator_user and work templates
+    shown = result.stdout.split("--- prompt (work, step ship) ---\n", 1)[1]
+    assert shown.startswith("You are the orchestrator of step `ship`")
+    assert "Task 1/4 of step `ship`: Build wheels and sdist" in shown.split("--- prompt", 1)[0]
     assert "Constraint: Never push to main directly" in result.stdout
 
 
@@ -236,3 +240,93 @@ def test_human_revises_the_checklist_in_the_editor(tmp_path: Path) -> None:
         "progress_execution_outcome": "nothing done yet",
     }
     assert engine.step(directive.attempt_id, answer).role == "Task 1/3"
+
+
+def test_the_human_agents_piped_example_in_the_docs_runs(tmp_path: Path) -> None:
+    """docs/runtime.md shows a whole piped run of the human agent; it must work as shown."""
+    docs = (ROOT / "docs" / "runtime.md").read_text(encoding="utf-8")
+    command = next(block for block in re.findall(r"```sh\n(.*?)```", docs, re.S) if "--agent human" in block)
+    (tmp_path / "chores.todoflow").write_text(
+        'workflow chores "Chores" {\n    todo_task tidy "Tidy" {\n        description "Tidy up."\n    }\n}\n'
+    )
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run(
+        ["bash", "-c", command],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "-> complete: result {}" in result.stdout
+    assert result.stdout.count("refused") == 0
+
+
+ORCHESTRATED = ROOT / "examples" / "orchestrated.todoflow"
+
+
+def test_the_human_agent_delegates_and_plays_the_sub_agent(tmp_path: Path) -> None:
+    typed = "\n".join(
+        [
+            "delegate build",
+            "Build the site into site/.",
+            "site/index.html exists",
+            "failed the docs/ folder is empty",  # the sub-agent gives the todo back
+            "quit",
+        ]
+    )
+    args = ["--workspace", str(tmp_path), "--learnings", str(tmp_path / "learnings")]
+    result = run_cli("run", str(ORCHESTRATED), "--agent", "human", *args, stdin=typed + "\n", cwd=tmp_path)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "`delegate build` (Build the site: To build the static site from docs/)" in result.stdout
+    assert (
+        "Sub-agent build · Task 1/3" in result.stdout
+        and "Instructions: Build the site into site/." in result.stdout
+    )
+    assert "build gave todo_1 back: the docs/ folder is empty" in result.stdout
+    (run,) = _runs(tmp_path)
+    assert [e["type"] for e in read_journal(run)] == ["submit_tasks", "delegate", "sub_agent_failed"]
+
+
+def test_a_run_stopped_at_its_bound_on_turns_resumes_with_a_raised_bound(tmp_path: Path) -> None:
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    todo_task t "T" {\n        max_turns 1\n    }\n}\n')
+    replies = tmp_path / "replies.yaml"
+    replies.write_text(
+        "- tasks: [{action: a, expected_result: a done}, {action: b, expected_result: b done}]\n"
+        "  progress_checklist_outcome: two\n"
+        "- {evidence: did a, progress_execution_outcome: a ok}\n"
+        "- {evidence: did b, progress_execution_outcome: b ok}\n"
+    )
+    first = run_cli("run", str(flow), "--agent", f"scripted:{replies}", cwd=tmp_path)
+    assert first.returncode == 3 and "has used all 1 of its orchestrator turns" in first.stdout
+    (run,) = _runs(tmp_path)
+    listing = run_cli("status", "--json", cwd=tmp_path)
+    assert json.loads(listing.stdout)[0]["status"] == "blocked"
+    hint = next(line for line in first.stderr.splitlines() if line.startswith("resume with: "))
+    resumed = run_cli(*hint.removeprefix("resume with: todoflow ").split(), "--max-turns", "3", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert [e["type"] for e in read_journal(run)][-2:] == ["raise_turns", "confirm"]
+
+
+def test_learnings_are_listed_shown_and_retired(tmp_path: Path) -> None:
+    replies = ROOT / "examples" / "replies" / "orchestrated.yaml"
+    folder = ["--learnings", str(tmp_path / "l")]
+    assert (
+        run_cli("run", str(ORCHESTRATED), "--agent", f"scripted:{replies}", *folder, cwd=tmp_path).returncode
+        == 0
+    )
+    listed = json.loads(run_cli("learnings", "list", *folder, "--json", cwd=tmp_path).stdout)
+    first = listed[0]["id"]
+    shown = json.loads(run_cli("learnings", "show", first, *folder, cwd=tmp_path).stdout)
+    assert shown["sub_step_id"] == "site-builder" and shown["files"][0]["path"] == "site/index.html"
+    retired = run_cli("learnings", "retire", first, *folder, cwd=tmp_path)
+    assert retired.returncode == 0 and json.loads(retired.stdout)["status"] == "retired"
+    again = json.loads(
+        run_cli("learnings", "list", *folder, "--step", "site-builder", "--json", cwd=tmp_path).stdout
+    )
+    assert [r["status"] for r in again] == ["retired"]
+    missing = run_cli("learnings", "show", "nope:1", *folder, cwd=tmp_path)
+    assert missing.returncode == 1 and "no learning `nope:1`" in missing.stderr

@@ -12,10 +12,6 @@ from todoflow.dsl.strings import decode_block, decode_plain, quote, quote_block
 values = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)
 
 
-def _title_of(literal: str) -> str:
-    return parse(f'workflow w {literal} {{ regular a "A" {{ description {literal} }} }}').title.value
-
-
 @given(values)
 def test_plain_quote_round_trips(value: str) -> None:
     problems: list[Diagnostic] = []

@@ -20,7 +20,6 @@ __all__ = [
     "start",
     "try_parse",
 ]
-__version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from todoflow.api import Compiled, compile, resume, start
@@ -35,6 +34,10 @@ _HOMES = {
 
 
 def __getattr__(name: str) -> object:
+    if name == "__version__":  # one place holds the version: pyproject.toml, read from the install
+        from importlib.metadata import version
+
+        return version("todoflow")
     if name in __all__:
         import importlib
 

@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from todoflow.compiler.analysis import Analysis, analyze
+from todoflow.compiler.sources import read_source
 from todoflow.dsl.diagnostics import SourceError, has_errors
+from todoflow.runtime import RUN_DIR
 
 if TYPE_CHECKING:
     from todoflow.compiler.artifacts import Artifacts
+    from todoflow.runtime.definition import Reading
     from todoflow.runtime.engine import Engine
 
 
@@ -79,71 +82,47 @@ def compile(source: str | os.PathLike[str], *, path: str | None = None) -> Compi
     diagnostics. Errors do not raise: see `Compiled.ok` and `Compiled.diagnostics`.
     """
     if isinstance(source, os.PathLike) or ("\n" not in source and os.path.isfile(source)):
-        file = Path(source)
-        text = file.read_bytes().decode("utf-8")
-        return Compiled(analyze(text, path or str(source), file.parent))
+        name = path or str(source)
+        text, problem = read_source(str(source))
+        if problem is not None:  # not UTF-8: a diagnostic at the first bad byte
+            return Compiled(Analysis(None, (problem,), {name: text}))
+        return Compiled(analyze(text, name, Path(source).parent))
     return Compiled(analyze(source, path or "<string>"))
 
 
 def start(
     source: str | os.PathLike[str],
     *,
-    run_dir: str | os.PathLike[str] = ".todoflow/runs",
+    run_dir: str | os.PathLike[str] = RUN_DIR,
     workspace: str | os.PathLike[str] = ".",
-    tasks: list[dict[str, Any]] | None = None,
+    tasks: list[dict[str, Any]] | dict[str, Any] | None = None,
 ) -> Engine:
-    """Start a run of a workflow (a `.todoflow` file or source text, or a plan.json) and
-    return its passive engine: `engine.directive()` says what the current node asks,
-    `engine.step(attempt_id, reply)` applies a reply. Use it as a context manager.
+    """Start a run of a workflow (a `.todoflow` file or source text, a compiled folder or a
+    plan.json) and return its passive engine: `engine.directive()` says what the current
+    node asks, `engine.step(attempt_id, reply)` applies a reply. Use it as a context manager.
 
-    `tasks` is a ready checklist for the first todo_task step. Raises `TodoflowError`
-    when the workflow does not compile, `PlanError` when a plan or checklist cannot run.
+    `tasks` is a ready checklist for the first todo_task step (or a mapping of step ids to
+    checklists). Raises `SourceError` (a `TodoflowError`) when the workflow does not
+    compile, `PlanError` when a plan or checklist cannot run.
     """
-    from todoflow.compiler.artifacts import emit
     from todoflow.runtime import process
-    from todoflow.runtime.plan import PlanError, from_plan, load_plan_files, parse_ready_tasks
+    from todoflow.runtime.definition import ready_checklists
 
-    path = Path(source) if isinstance(source, os.PathLike) or "\n" not in source else None
-    definition: Any
-    if path is not None and (path.suffix == ".json" or path.is_dir()):
-        definition, problems = load_plan_files(path)
-        if definition is None:
-            raise SourceError(problems, {})
-        title, digest, origin = definition.title, definition.source_sha256, definition.source
-    else:
-        compiled = compile(source)
-        compiled.raise_for_errors()
-        assert compiled.workflow is not None
-        definition = emit(compiled.workflow)
-        title, digest = compiled.workflow.title, compiled.workflow.source_sha256
-        origin = str(Path(source).resolve()) if path is not None and path.is_file() else "<string>"
-    ready = {}
-    if tasks is not None:
-        plan = from_plan(_plan_model(definition), "", "", None)
-        first = next((s.id for s in plan.steps if s.kind == "todo_task"), None)
-        if first is None:
-            raise PlanError("the workflow has no todo_task step to take a checklist")
-        ready = {first: parse_ready_tasks(tasks, "tasks")[0]}
-    meta = {
-        "title": title,
-        "source": origin,
-        "source_sha256": digest,
-        "workspace": str(Path(workspace).resolve()),
-    }
-    folder = process.create(Path(run_dir), definition, meta, ready)
-    return process.open_process(Path(run_dir), folder.name)[0]
+    definition = _reading(source).or_raise()
+    ready = None if tasks is None else ready_checklists(definition, tasks, "tasks")[0]
+    return process.start(definition, Path(run_dir), workspace=Path(workspace), ready=ready)
 
 
-def resume(process_id: str, *, run_dir: str | os.PathLike[str] = ".todoflow/runs") -> Engine:
+def resume(process_id: str, *, run_dir: str | os.PathLike[str] = RUN_DIR) -> Engine:
     """The engine of an existing run, to continue it (from any process, after any crash)."""
     from todoflow.runtime import process
 
-    engine, store = process.open_process(Path(run_dir), process_id)
-    store.repair()
-    return engine
+    return process.open_process(Path(run_dir), process_id)[0]
 
 
-def _plan_model(definition: Any) -> Any:
-    from todoflow.compiler.formats import Plan
+def _reading(source: str | os.PathLike[str]) -> Reading:
+    from todoflow.runtime.definition import from_source, read_definition
 
-    return Plan.model_validate_json(dict(definition.files)["plan.json"])
+    if isinstance(source, os.PathLike) or ("\n" not in source and os.path.exists(source)):
+        return read_definition(Path(source))
+    return from_source(source)

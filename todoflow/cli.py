@@ -14,10 +14,11 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from todoflow import runs
+from todoflow.compiler.sources import STDIN, UnreadableError, display_name, read_source
 from todoflow.dsl.diagnostics import Diagnostic, TodoflowError, render_all
-from todoflow.sources import STDIN, UnreadableError, display_name, read_source
 
 if TYPE_CHECKING:
     from todoflow.compiler.analysis import Analysis
@@ -32,9 +33,19 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
+class _Version(argparse.Action):
+    """`--version`, read from the installed package's metadata when asked (not at start-up)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from importlib.metadata import version
+
+        print(f"todoflow {version('todoflow')}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="todoflow", description="Check, format, compile and draw .todoflow workflows.")
-    parser.add_argument("--version", action="version", version="todoflow 0.1.0")
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     check = commands.add_parser("check", help="report every error and warning in .todoflow files")
@@ -58,9 +69,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="write into a folder holding files todoflow did not write (they are left as they are)",
     )
 
-    graph = commands.add_parser("graph", help="draw the workflow's machine")
+    graph = commands.add_parser("graph", help="draw the workflow: its checklist machine, or its plan canvas")
     graph.add_argument("file", metavar="FILE", help="the workflow")
-    graph.add_argument("--format", choices=["mermaid", "md", "dot", "svg"], default="mermaid")
+    graph.add_argument(
+        "--view",
+        choices=["machine", "plan"],
+        default="machine",
+        help="`machine`: the checklist state machine (default); `plan`: steps, routes and sub-agents",
+    )
+    graph.add_argument(
+        "--format",
+        choices=["mermaid", "md", "dot", "svg", "html"],
+        default="mermaid",
+        help="`html`: plan only",
+    )
     graph.add_argument("--direction", choices=["LR", "TB"], default="LR")
     graph.add_argument("--step", metavar="ID", help="draw one step's own machine")
 
@@ -91,31 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     migrate.add_argument("--write", action="store_true", help="apply the changes (default: only list them)")
 
-    run = commands.add_parser("run", help="run a workflow, or resume a run")
-    run.add_argument("file", nargs="?", metavar="FILE", help="the workflow to run")
-    run.add_argument(
-        "--agent", default="human", metavar="AGENT", help="`human` (default) or `scripted:REPLIES.yaml`"
-    )
-    run.add_argument("--tasks", metavar="TASKS.json", help="a ready checklist for the first todo_task step")
-    run.add_argument("--run-dir", default=".todoflow/runs", metavar="DIR", help="where runs live")
-    run.add_argument("--workspace", default=".", metavar="DIR", help="where steps read and write files")
-    run.add_argument("--resume", metavar="PROCESS_ID", help="continue a stopped or killed run")
-    run.add_argument(
-        "--accept-changed-definition",
-        action="store_true",
-        help="resume even if the source changed since the start",
-    )
-    run.add_argument("--show-prompts", action="store_true", help="print each directive's rendered prompt")
-
-    serve = commands.add_parser("serve", help="serve workflows to MCP clients over stdio")
-    serve.add_argument("folders", nargs="*", metavar="FLOWS_DIR", help="folders of .todoflow workflows")
-    serve.add_argument("--run-dir", default=".todoflow/runs", metavar="DIR", help="where runs live")
-
-    status = commands.add_parser("status", help="list runs, or show one run's card")
-    status.add_argument("process_id", nargs="?", metavar="PROCESS_ID")
-    status.add_argument("--run-dir", default=".todoflow/runs", metavar="DIR")
-    status.add_argument("--json", action="store_true", help="print the card as JSON")
-    status.add_argument("--svg", metavar="FILE", help="export the card as an SVG image")
+    runs.add_parsers(commands)
     return parser
 
 
@@ -125,11 +123,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "check": lambda: _check(args.files, args.format),
         "fmt": lambda: _fmt(args.files, args.check),
         "compile": lambda: _compile(args.file, args.output, args.force),
-        "graph": lambda: _graph(args.file, args.format, args.direction, args.step),
+        "graph": lambda: _graph(args.file, args.view, args.format, args.direction, args.step),
         "schema": lambda: _schema(args.name),
-        "run": lambda: _run(args),
-        "status": lambda: _status(args.run_dir, args.process_id, args.json, args.svg),
-        "serve": lambda: _serve(args.folders, args.run_dir),
+        "run": lambda: runs.run(args),
+        "status": lambda: runs.status(args),
+        "serve": lambda: runs.serve(args),
+        "log": lambda: runs.log(args),
+        "learnings": lambda: runs.learnings(args),
         "decompile": lambda: _decompile(args),
         "migrate": lambda: _migrate(args),
     }
@@ -193,15 +193,28 @@ def _compile(path: str, output: str, force: bool) -> int:
     return EXIT_OK
 
 
-def _graph(path: str, output: str, direction: str, step_id: str | None) -> int:
+def _graph(path: str, view: str, output: str, direction: str, step_id: str | None) -> int:
+    from todoflow.compiler.canvas import plan_canvas, renderers
     from todoflow.compiler.diagrams import RENDERERS
     from todoflow.compiler.machine import step_machine, workflow_machine
 
+    if view == "plan" and step_id is not None:
+        print(
+            "todoflow: error: --step draws one step's machine; the plan view shows every step",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if view == "machine" and output not in RENDERERS:
+        print(f"todoflow: error: --format {output} draws the plan canvas: add --view plan", file=sys.stderr)
+        return EXIT_USAGE
     analysis = _analyze(path)
     if not _report(analysis):
         return EXIT_ERRORS
     workflow = analysis.workflow
     assert workflow is not None
+    if view == "plan":
+        sys.stdout.write(renderers()[output](plan_canvas(workflow), direction))
+        return EXIT_OK
     if step_id is None:
         machine = workflow_machine(workflow)
     else:
@@ -211,149 +224,6 @@ def _graph(path: str, output: str, direction: str, step_id: str | None) -> int:
             return EXIT_USAGE
         machine = step_machine(workflow.step(step_id))
     sys.stdout.write(RENDERERS[output](machine, direction))
-    return EXIT_OK
-
-
-EXIT_RESUMABLE = 3
-
-
-def _run(args: argparse.Namespace) -> int:
-    if bool(args.file) == bool(args.resume):
-        print("todoflow: error: give a workflow FILE to run, or --resume PROCESS_ID", file=sys.stderr)
-        return EXIT_USAGE
-    return _resume(args) if args.resume else _start(args)
-
-
-def _definition(path: str) -> tuple[Any, str, str] | None:
-    """What to run: compiled source, or a plan.json made elsewhere (legacy plans too).
-    Returns (definition, title, source_sha256), or None after printing the errors."""
-    from todoflow.compiler.artifacts import emit
-    from todoflow.runtime.plan import load_plan_files
-
-    if path.endswith(".json") or Path(path).is_dir():
-        definition, problems = load_plan_files(Path(path))
-        sys.stderr.write(render_all(problems, {}))
-        return None if definition is None else (definition, definition.title, definition.source_sha256)
-    analysis = _analyze(path)
-    if not _report(analysis):
-        return None
-    assert analysis.workflow is not None
-    return emit(analysis.workflow), analysis.workflow.title, analysis.workflow.source_sha256
-
-
-def _start(args: argparse.Namespace) -> int:
-    from todoflow.runtime import process
-    from todoflow.runtime.plan import from_plan
-
-    loaded = _definition(args.file)
-    if loaded is None:
-        return EXIT_ERRORS
-    artifacts, title, source_sha256 = loaded
-    ready: dict[str, Any] = {}
-    if args.tasks:
-        import json as json_
-
-        from todoflow.compiler.formats import Plan
-
-        plan = from_plan(Plan.model_validate(json_.loads(artifacts.file("plan.json"))), "", "", None)
-        ready, notes = process.ready_from_file(Path(args.tasks), plan)
-        for note in notes:
-            print(f"note: {note}", file=sys.stderr)
-    workspace = str(Path(args.workspace).resolve())
-    source = Path(args.file) / "plan.json" if Path(args.file).is_dir() else Path(args.file)
-    meta = {
-        "title": title,
-        "source": str(source.resolve()),
-        "source_sha256": source_sha256,
-        "workspace": workspace,
-    }
-    folder = process.create(Path(args.run_dir), artifacts, meta, ready)
-    print(f"started {folder.name} (run folder {folder})", file=sys.stderr)
-    return _drive(args, folder.name)
-
-
-def _resume(args: argparse.Namespace) -> int:
-    from todoflow.dsl.parser import source_sha256
-    from todoflow.runtime import process
-
-    meta = process.read_meta(Path(args.run_dir) / args.resume)
-    source = Path(meta.get("source", ""))
-    if source.is_file():
-        current = source_sha256(source.read_text(encoding="utf-8"))
-        if current != meta.get("source_sha256") and not args.accept_changed_definition:
-            print(
-                f"todoflow: error: {source} changed since run {args.resume} started "
-                f"(source_sha256 {meta.get('source_sha256', '?')[:12]}… is now {current[:12]}…); "
-                "the run continues "
-                "only with the definition it started with: pass --accept-changed-definition to do that",
-                file=sys.stderr,
-            )
-            return EXIT_ERRORS
-    return _drive(args, args.resume)
-
-
-def _drive(args: argparse.Namespace, process_id: str) -> int:
-    from todoflow.runtime import process
-    from todoflow.runtime.agents import HumanAgent, ScriptedAgent
-    from todoflow.runtime.driver import drive
-
-    engine, store = process.open_process(Path(args.run_dir), process_id)
-    try:
-        store.repair()
-        agent_spec: str = args.agent
-        if agent_spec == "human":
-            agent: Any = HumanAgent(sys.stdin, sys.stdout)
-        elif agent_spec.startswith("scripted:"):
-            agent = ScriptedAgent.from_file(Path(agent_spec.removeprefix("scripted:")), engine.workspace)
-        else:
-            print(
-                f"todoflow: error: unknown agent `{agent_spec}`; use `human` or `scripted:FILE`",
-                file=sys.stderr,
-            )
-            return EXIT_USAGE
-        outcome = drive(engine, agent, sys.stdout, show_prompts=args.show_prompts)
-    finally:
-        store.close()
-    if outcome == "complete":
-        return EXIT_OK
-    print(f"resume with: todoflow run --resume {process_id} --run-dir {args.run_dir}", file=sys.stderr)
-    return EXIT_ERRORS if outcome == "refused" else EXIT_RESUMABLE
-
-
-def _status(run_dir: str, process_id: str | None, as_json: bool, svg: str | None) -> int:
-    from todoflow.runtime import process
-    from todoflow.runtime.card import card_data, card_svg, card_text
-
-    if process_id is None:
-        rows = []
-        for folder, meta in process.all_metas(Path(run_dir)):
-            engine, store = process.open_process(Path(run_dir), folder.name)
-            try:
-                directive = engine.directive()
-            finally:
-                store.close()
-            rows.append(
-                {"process_id": folder.name, "workflow": meta.get("workflow_id"), **_summary_row(directive)}
-            )
-        if as_json:
-            print(json.dumps(rows, indent=2, ensure_ascii=False))
-        elif not rows:
-            print(f"no runs in {run_dir}")
-        for row in rows if not as_json else []:
-            print(f"{row['process_id']}  {row['status']:<9} {row['where']}")
-        return EXIT_OK
-    engine, store = process.open_process(Path(run_dir), process_id)
-    try:
-        directive = engine.directive()
-    finally:
-        store.close()
-    if svg:
-        Path(svg).write_text(card_svg(directive), encoding="utf-8")
-        print(f"wrote {svg}", file=sys.stderr)
-    if as_json:
-        print(json.dumps(card_data(directive), indent=2, ensure_ascii=False))
-    elif not svg:
-        sys.stdout.write(card_text(directive))
     return EXIT_OK
 
 
@@ -438,32 +308,6 @@ def _migrate(args: argparse.Namespace) -> int:
     apply(migration)
     print(f"migrated {plan}" + (f" and {config}" if config and config in migration.files else ""))
     return status
-
-
-def _serve(folders: list[str], run_dir: str) -> int:
-    try:
-        import mcp  # noqa: F401
-    except ImportError:
-        print(
-            "todoflow: error: `todoflow serve` needs the MCP SDK: pip install 'todoflow[mcp]'",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
-    missing = [f for f in folders if not Path(f).is_dir()]
-    if missing:
-        print(f"todoflow: error: {missing[0]} is not a folder", file=sys.stderr)
-        return EXIT_USAGE
-    from todoflow.runtime.mcp_server import serve
-
-    serve([Path(f) for f in folders], Path(run_dir))
-    return EXIT_OK
-
-
-def _summary_row(directive: Any) -> dict[str, str]:
-    if directive.completed:
-        return {"status": "complete", "where": "result {}"}
-    step = directive.step.id if directive.step else ""
-    return {"status": "open", "where": f"{step}: {directive.role}"}
 
 
 def _schema(name: str) -> int:

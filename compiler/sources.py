@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from todoflow.dsl.diagnostics import Diagnostic, TodoflowError
-from todoflow.dsl.encoding import decode
+from todoflow.dsl.spans import Span
 
 STDIN = "-"
 
@@ -38,3 +38,27 @@ def display_name(path: str) -> str:
 def _read_bytes(path: str) -> bytes:
     with open(path, "rb") as handle:
         return handle.read()
+
+
+def decode(data: bytes, path: str) -> tuple[str, Diagnostic | None]:
+    """The UTF-8 text of `data`, and a diagnostic at the first bad byte if it is not UTF-8
+    (the text then comes back decoded with replacement characters, for excerpts)."""
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as error:
+        return data.decode("utf-8", "replace"), _not_utf8(path, data, error)
+
+
+def _not_utf8(path: str, data: bytes, error: UnicodeDecodeError) -> Diagnostic:
+    before = data[: error.start]
+    line = before.count(b"\n") + 1
+    column = len(before[before.rfind(b"\n") + 1 :].decode("utf-8", "replace")) + 1
+    span = Span(path, line, column, line, column + 1)
+    byte = data[error.start]
+    return Diagnostic(
+        "E0007",
+        "error",
+        f"this file is not UTF-8 text: byte 0x{byte:02x} cannot start a character here",
+        span,
+        "save the file as UTF-8",
+    )

@@ -1,32 +1,27 @@
 """MCP round trip: a `step` (one confirmation, durable) through the official client and the
 real server over stdio, against a no-op tool call on the same server, in one run.
 
-    .venv/bin/python bench/mcp.py
+    .venv/bin/python -m bench.mcp_step
 """
 
 from __future__ import annotations
 
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[0] = str(ROOT)  # this file is bench/mcp.py: keep it from standing in for the `mcp` package
+import anyio
+from mcp import ClientSession, StdioServerParameters, stdio_client
 
-import anyio  # noqa: E402
-from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+from bench.scratch import scratch
 
 TASKS = 100
 
 
 async def main() -> None:
-    with tempfile.TemporaryDirectory(dir=ROOT) as runs:
-        params = StdioServerParameters(
-            command=sys.executable, args=[str(ROOT / "bench" / "mcp_server.py"), runs]
-        )
+    with scratch() as runs:
+        params = StdioServerParameters(command=sys.executable, args=["-m", "bench.mcp_server", str(runs)])
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
 

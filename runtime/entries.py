@@ -1,0 +1,304 @@
+"""Journal entries: the closed set of what can happen to a process, as frozen values.
+
+The engine builds one entry from each accepted reply; `state.settle` folds it into the
+process state and `events.entry_events` derives the seed's events from it, both by
+matching on its type, so mypy sees every kind handled. Each kind has one JSON form, a
+line of journal.jsonl (`to_json`, `entry_from_json`). A field keeps the name it has in
+the reply (`progress_execution_outcome`, not `outcome`) from the MCP tool to the journal;
+the seed's event formats rename it where they name it otherwise (`result`).
+
+Journals written before entries were typed still load: their outcome fields were named
+`outcome` (confirm), `checklist_outcome` (submit_tasks, revise) and `work_outcome`
+(revise). To add a kind: a class here with its `TYPE`, its JSON form in `to_json` and
+`entry_from_json`, a case in `state.settle` and in `events.entry_events` (mypy's
+exhaustiveness check on `Entry` points at each), and a section in docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, TypeAlias
+
+from todoflow.dsl.diagnostics import TodoflowError
+from todoflow.dsl.nodes import node
+
+from .plan import Task
+
+By: TypeAlias = str  # who gave the reply: `agent`, or `caller` (a ready checklist passed on for it)
+
+
+@node
+class SubmitTasks:
+    """Intake: the step's checklist. `tasks` is None when the step's ready checklist was
+    passed on unchanged (the run's plan holds it, so the entry need not copy it)."""
+
+    TYPE: ClassVar[str] = "submit_tasks"
+    seq: int
+    at: str
+    by: By
+    step: str
+    tasks: tuple[Task, ...] | None
+    progress_checklist_outcome: str
+
+
+@node
+class Confirm:
+    """The current task (position) done, with its evidence."""
+
+    TYPE: ClassVar[str] = "confirm"
+    seq: int
+    at: str
+    by: By
+    step: str
+    position: int
+    evidence: str
+    progress_execution_outcome: str
+
+
+@node
+class Teleport:
+    """From work to revise: the checklist itself is wrong."""
+
+    TYPE: ClassVar[str] = "teleport"
+    seq: int
+    at: str
+    by: By
+    step: str
+    position: int
+
+
+@node
+class Revise:
+    """The full corrected checklist, and where to resume."""
+
+    TYPE: ClassVar[str] = "revise"
+    seq: int
+    at: str
+    by: By
+    step: str
+    tasks: tuple[Task, ...]
+    resume_from_task: int
+    progress_checklist_outcome: str
+    progress_execution_outcome: str
+
+
+@node
+class Delegate:
+    """The orchestrator gives the current todo (position) to a route's sub-agent
+    (`selected_route_id`) or to the generic agent: the step's node becomes `delegated`."""
+
+    TYPE: ClassVar[str] = "delegate"
+    seq: int
+    at: str
+    by: By
+    step: str
+    position: int
+    selected_route_id: str | None
+    use_generic_agent: bool
+    instructions_to_sub_agent: str
+    success_criteria_for_sub_agent: str | None
+    selection_reasoning: str | None
+    progress_summary: str | None
+    all_tasks_complete: bool
+
+    @property
+    def agent(self) -> str:
+        return self.selected_route_id or GENERIC
+
+
+@node
+class Continue:
+    """The orchestrator worked on its own and takes another turn; no todo changes."""
+
+    TYPE: ClassVar[str] = "continue"
+    seq: int
+    at: str
+    by: By
+    step: str
+    position: int
+    selection_reasoning: str | None
+    progress_summary: str | None
+    all_tasks_complete: bool
+
+
+@node
+class SubAgentDone:
+    """The delegated sub-agent says the todo is done, with its evidence. A route's reply
+    is prevalidated first: `passed` (every expected file there, with its sha256 in
+    `files`) confirms the todo; otherwise `reason` says what failed and the todo goes
+    back to the orchestrator. The generic agent's reply is not prevalidated."""
+
+    TYPE: ClassVar[str] = "sub_agent_done"
+    seq: int
+    at: str
+    by: By
+    step: str
+    position: int
+    agent: str  # the route id, or `generic`
+    evidence: str
+    progress_execution_outcome: str
+    passed: bool
+    reason: str | None
+    files: tuple[tuple[str, str], ...]  # (workspace path, sha256) of the validated files
+
+
+@node
+class SubAgentFailed:
+    """The delegated sub-agent gives the todo back, undone."""
+
+    TYPE: ClassVar[str] = "sub_agent_failed"
+    seq: int
+    at: str
+    by: By
+    step: str
+    position: int
+    agent: str
+    failed: str
+
+
+@node
+class CreateTodo:
+    """`create_todo`: a task appended at the end of the checklist."""
+
+    TYPE: ClassVar[str] = "create_todo"
+    seq: int
+    at: str
+    by: By
+    step: str
+    title: str
+    description: str
+    priority: str
+
+
+@node
+class UpdateTodo:
+    """`update_todo`: a todo's status (`in_progress`, `blocked`) and notes, by the
+    orchestrator or by the sub-agent the todo is delegated to (`agent`)."""
+
+    TYPE: ClassVar[str] = "update_todo"
+    seq: int
+    at: str
+    by: By
+    step: str
+    position: int
+    status: str | None
+    notes: str | None
+    agent: str
+
+
+@node
+class RaiseTurns:
+    """The step's bound on orchestrator turns, raised by the caller to let a run go on."""
+
+    TYPE: ClassVar[str] = "raise_turns"
+    seq: int
+    at: str
+    by: By
+    step: str
+    execution_max_turns: int
+
+
+GENERIC = "generic"  # the agent of a delegation without a route
+ORCHESTRATOR = "orchestrator"
+
+Entry: TypeAlias = (
+    SubmitTasks
+    | Confirm
+    | Teleport
+    | Revise
+    | Delegate
+    | Continue
+    | SubAgentDone
+    | SubAgentFailed
+    | CreateTodo
+    | UpdateTodo
+    | RaiseTurns
+)
+KINDS: dict[str, type[Any]] = {
+    kind.TYPE: kind
+    for kind in (
+        SubmitTasks,
+        Confirm,
+        Teleport,
+        Revise,
+        Delegate,
+        Continue,
+        SubAgentDone,
+        SubAgentFailed,
+        CreateTodo,
+        UpdateTodo,
+        RaiseTurns,
+    )
+}
+
+
+_HEAD = ("seq", "at", "by", "step")
+
+
+def to_json(entry: Entry) -> dict[str, Any]:
+    """The entry as its journal line holds it: `seq`, `at`, `by`, `step`, `type`, then the
+    entry's own fields in their declared order (a ready checklist passed on unchanged is
+    `"ready": true`; tasks and file pairs as JSON lists)."""
+    out: dict[str, Any] = {
+        "seq": entry.seq,
+        "at": entry.at,
+        "by": entry.by,
+        "step": entry.step,
+        "type": entry.TYPE,
+    }
+    match entry:
+        case Confirm():  # the common step: spelled out
+            out["position"] = entry.position
+            out["evidence"] = entry.evidence
+            out["progress_execution_outcome"] = entry.progress_execution_outcome
+            return out
+        case SubmitTasks():
+            if entry.tasks is None:
+                out["ready"] = True
+            else:
+                out["tasks"] = [t.as_dict() for t in entry.tasks]
+            out["progress_checklist_outcome"] = entry.progress_checklist_outcome
+            return out
+    for name in type(entry)._node_fields[len(_HEAD) :]:  # type: ignore[union-attr]
+        value = getattr(entry, name)
+        if name == "tasks":
+            value = [t.as_dict() for t in value]
+        elif name == "files":
+            value = [list(pair) for pair in value]
+        out[name] = value
+    return out
+
+
+class EntryFormatError(TodoflowError):
+    """A journal line that is JSON but not an entry of a known kind."""
+
+
+def entry_from_json(data: Mapping[str, Any]) -> Entry:
+    """The entry a journal line holds, in today's form or the one before entries were typed."""
+    try:
+        kind = data["type"]
+        head = (data["seq"], data["at"], data.get("by", "agent"), data["step"])
+        if kind == Confirm.TYPE:
+            outcome = data.get("progress_execution_outcome", data.get("outcome"))
+            return Confirm(*head, data["position"], data["evidence"], outcome)
+        if kind == SubmitTasks.TYPE:
+            tasks = None if data.get("ready") else tuple(map(Task.from_dict, data["tasks"]))
+            summary = data.get("progress_checklist_outcome", data.get("checklist_outcome"))
+            return SubmitTasks(*head, tasks, summary)
+        if kind == Revise.TYPE:
+            return Revise(
+                *head,
+                tuple(map(Task.from_dict, data["tasks"])),
+                data["resume_from_task"],
+                data.get("progress_checklist_outcome", data.get("checklist_outcome")),
+                data.get("progress_execution_outcome", data.get("work_outcome")),
+            )
+        cls = KINDS.get(kind)
+        if cls is None:
+            raise EntryFormatError(f"an entry of unknown type {kind!r}")
+        fields = {name: data[name] for name in cls._node_fields[len(_HEAD) :]}
+        if "files" in fields:
+            fields["files"] = tuple((str(path), str(digest)) for path, digest in fields["files"])
+        return cls(*head, **fields)  # type: ignore[no-any-return]
+    except (KeyError, TypeError, ValueError) as error:
+        raise EntryFormatError(f"an entry without its field {error}") from None

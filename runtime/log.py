@@ -1,0 +1,219 @@
+"""The execution log: the journal as the seed's execution-logs view, grouped by step and
+iteration.
+
+An iteration is one turn of a step's orchestrator (its decision, a confirmation, a
+revision, a todo tool call) with what it caused: a delegation's sub-agent answer, its
+prevalidation, the learning it recorded. A step's intake is its iteration 0; a regular
+step's confirmation is its iteration 1. Built from the journal alone by replaying it
+(a pure function of the plan and the entries), so it is the same for every store and
+needs no derived file. `todoflow log` prints it; `--json` gives `log_json`'s shape,
+documented in docs/runtime.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .entries import (
+    ORCHESTRATOR,
+    Confirm,
+    Continue,
+    CreateTodo,
+    Delegate,
+    Entry,
+    RaiseTurns,
+    Revise,
+    SubAgentDone,
+    SubAgentFailed,
+    SubmitTasks,
+    Teleport,
+    UpdateTodo,
+    entry_from_json,
+    to_json,
+)
+from .events import learning_id
+from .plan import RunPlan
+from .state import ProcessState, actor, initial_state, leave, settle
+
+LOG_VERSION = 1
+
+
+def log_json(
+    plan: RunPlan, process_id: str, started_at: str, journal: Iterable[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The log of a run whose journal is `journal` (its lines' JSON, in order)."""
+    steps: list[dict[str, Any]] = []
+    state = initial_state(plan, started_at)
+    for data in journal:
+        entry = entry_from_json(data)
+        settled = settle(plan, state, entry)
+        step = plan.step(entry.step)
+        if not steps or steps[-1]["step_id"] != step.id or steps[-1]["completed"]:
+            steps.append(
+                {
+                    "step_id": step.id,
+                    "step_index": step.index,
+                    "title": step.title,
+                    "kind": step.kind,
+                    "completed": False,
+                    "iterations": [],
+                }
+            )
+        _add(steps[-1]["iterations"], state, settled, entry, process_id)
+        steps[-1]["completed"] = settled.step_complete
+        if settled.step_complete:
+            steps[-1]["turns"] = settled.turns
+        state = leave(plan, settled, entry.at)
+    return {"version": LOG_VERSION, "process_id": process_id, "completed": state.finished, "steps": steps}
+
+
+def _add(
+    iterations: list[dict[str, Any]],
+    before: ProcessState,
+    settled: ProcessState,
+    entry: Entry,
+    process_id: str,
+) -> None:
+    """Fold one entry into its step's iterations."""
+    number = _iteration(before, settled, entry)
+    found = next((i for i in iterations if i["iteration"] == number), None)
+    if found is None:
+        found = {"iteration": number, "at": entry.at, "entries": []}
+        iterations.append(found)
+    found["entries"].append(to_json(entry))
+    todo = _todo(before, entry)
+    if todo is not None and "todo_id" not in found:
+        found["todo_id"], found["todo_title"] = todo
+    match entry:
+        case SubmitTasks():
+            found |= {"action": "submit_tasks", "agent": _who(entry), "tasks": _tasks(settled)}
+            found["progress_summary"] = entry.progress_checklist_outcome
+        case Confirm():
+            found |= {"action": "confirm", "agent": ORCHESTRATOR, "evidence": entry.evidence}
+            found["outcome"] = entry.progress_execution_outcome
+        case Teleport():
+            found |= {"action": "teleport", "agent": ORCHESTRATOR}
+        case Revise():
+            found |= {
+                "action": "revise",
+                "agent": ORCHESTRATOR,
+                "before": _tasks(before),
+                "after": _tasks(settled),
+            }
+            found |= {
+                "resume_from_task": entry.resume_from_task,
+                "progress_summary": entry.progress_checklist_outcome,
+            }
+        case Delegate():
+            found |= {
+                "action": "delegate",
+                "agent": entry.agent,
+                "selected_route_id": entry.selected_route_id,
+                "use_generic_agent": entry.use_generic_agent,
+                "reasoning": entry.selection_reasoning,
+                "instructions": entry.instructions_to_sub_agent,
+                "success_criteria": entry.success_criteria_for_sub_agent,
+                "progress_summary": entry.progress_summary,
+            }
+        case Continue():
+            found |= {"action": "continue", "agent": ORCHESTRATOR, "reasoning": entry.selection_reasoning}
+            found["progress_summary"] = entry.progress_summary
+        case SubAgentDone():
+            found |= {"evidence": entry.evidence, "outcome": entry.progress_execution_outcome}
+            found["result"] = "done" if entry.passed else "failed"
+            if entry.agent != "generic":
+                found["validation"] = {
+                    "passed": entry.passed,
+                    "reason": entry.reason,
+                    "files": [{"path": path, "sha256": digest} for path, digest in entry.files],
+                }
+                if entry.passed:
+                    found["learning_id"] = learning_id(process_id, entry.seq)
+        case SubAgentFailed():
+            found |= {"result": "failed", "failure": entry.failed}
+        case CreateTodo():
+            found |= {"action": "create_todo", "agent": ORCHESTRATOR, "created": {"title": entry.title}}
+        case UpdateTodo():
+            update = {"status": entry.status, "notes": entry.notes, "agent": entry.agent}
+            if entry.agent == ORCHESTRATOR:
+                found |= {"action": "update_todo", "agent": ORCHESTRATOR, "update": update}
+            else:
+                found.setdefault("updates", []).append(update)
+        case RaiseTurns():
+            found.setdefault("caller", []).append({"raise_turns": entry.execution_max_turns})
+
+
+def _iteration(before: ProcessState, settled: ProcessState, entry: Entry) -> int:
+    """The orchestrator turn an entry belongs to: its own, or the delegation's it answers."""
+    if isinstance(entry, SubmitTasks):
+        return 0
+    if actor(entry, before) != ORCHESTRATOR and before.delegation is not None:
+        return before.delegation.iteration
+    if isinstance(entry, RaiseTurns):
+        return before.turns
+    return max(settled.turns, 1)
+
+
+def _todo(state: ProcessState, entry: Entry) -> tuple[str, str] | None:
+    position = getattr(entry, "position", None)
+    if not isinstance(position, int) or not 1 <= position <= state.total:
+        return None
+    return f"todo_{position}", state.tasks[position - 1].action
+
+
+def _tasks(state: ProcessState) -> list[dict[str, Any]]:
+    return [{"position": i + 1, **task.as_dict()} for i, task in enumerate(state.tasks)]
+
+
+def _who(entry: Entry) -> str:
+    return "caller" if entry.by == "caller" else ORCHESTRATOR
+
+
+def log_text(log: Mapping[str, Any]) -> str:
+    """The log for people: a section per step, a paragraph per iteration."""
+    lines = [f"Execution log of {log['process_id']}" + (" (complete)" if log["completed"] else "")]
+    for step in log["steps"]:
+        state = "complete" if step["completed"] else "in progress"
+        lines += ["", f"== {step['step_id']} — {step['title']} ({step['kind']}, {state})"]
+        for iteration in step["iterations"]:
+            lines += _iteration_text(iteration)
+    return "\n".join(lines) + "\n"
+
+
+def _iteration_text(iteration: Mapping[str, Any]) -> list[str]:
+    head = f"-- iteration {iteration['iteration']}: {iteration.get('action', 'answer')}"
+    if iteration.get("agent") and iteration.get("agent") != ORCHESTRATOR:
+        head += f" -> {iteration['agent']}"
+    if "todo_id" in iteration:
+        head += f" [{iteration['todo_id']}: {iteration['todo_title']}]"
+    out = [head]
+    fields = [
+        ("reasoning", "reasoning"),
+        ("instructions", "instructions"),
+        ("success_criteria", "success criteria"),
+        ("progress_summary", "progress"),
+        ("evidence", "evidence"),
+        ("outcome", "outcome"),
+        ("failure", "failed"),
+    ]
+    for key, label in fields:
+        if iteration.get(key):
+            out.append(f"   {label}: {iteration[key]}")
+    if "created" in iteration:
+        out.append(f"   created: {iteration['created']['title']}")
+    for update in [iteration.get("update"), *iteration.get("updates", [])]:
+        if update:
+            out.append(
+                f"   {update['agent']} marked it {update['status'] or 'with notes'}: {update['notes'] or ''}"
+            )
+    validation = iteration.get("validation")
+    if validation is not None:
+        verdict = "passed" if validation["passed"] else f"failed — {validation['reason']}"
+        out.append(f"   prevalidation: {verdict}")
+    if "learning_id" in iteration:
+        out.append(f"   learning recorded: {iteration['learning_id']}")
+    if "after" in iteration:
+        sizes = f"{len(iteration['before'])} -> {len(iteration['after'])} tasks"
+        out.append(f"   revised: {sizes}, resume at {iteration['resume_from_task']}")
+    return out

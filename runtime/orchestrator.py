@@ -1,0 +1,184 @@
+"""The orchestrator's rules: what a decision, a todo tool call or a sub-agent's reply may
+do at a todo_task step, and the journal entry each becomes.
+
+The checklist rules stay the authority over positions, confirmations and revisions
+(`engine`); here are the orchestrator's: a delegation names the current todo and exactly
+one agent the step allows, `complete` only when nothing is left, the todo tools touch
+only what they may, a route's sub-agent passes prevalidation before its todo counts as
+done, and a step's orchestrator turns are bounded by `execution_max_turns`. Every
+refusal raises `InvalidReply` naming the field and the rule; nothing changes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from todoflow.compiler.checklist import MAX_TASKS
+
+from .entries import (
+    GENERIC,
+    ORCHESTRATOR,
+    Confirm,
+    Continue,
+    CreateTodo,
+    Delegate,
+    Entry,
+    SubAgentDone,
+    SubAgentFailed,
+    UpdateTodo,
+)
+from .plan import RunStep
+from .replies import (
+    CompleteReply,
+    CompleteTodo,
+    ContinueReply,
+    DelegateReply,
+    InvalidReply,
+    WorkReply,
+)
+from .replies import CreateTodo as CreateReply
+from .replies import (
+    SubAgentFailed as FailedReply,
+)
+from .replies import UpdateTodo as UpdateReply
+from .state import ProcessState, turns_allowed
+from .workspace import prevalidate
+
+Head = tuple[int, str, str, str]  # seq, at, by, step id
+
+
+def todo_id(position: int) -> str:
+    return f"todo_{position}"
+
+
+def out_of_turns(step: RunStep, state: ProcessState) -> str | None:
+    """Why the orchestrator may take no more turns in this step, or None."""
+    allowed = turns_allowed(step, state)
+    if allowed is None or state.turns < allowed or state.node not in ("work", "revise"):
+        return None
+    return (
+        f"step `{step.id}` has used all {allowed} of its orchestrator turns (execution_max_turns {allowed}); "
+        "raise the bound to go on: `todoflow run --resume PROCESS_ID --max-turns N`"
+    )
+
+
+def decision(
+    head: Head, step: RunStep, state: ProcessState, reply: DelegateReply | ContinueReply | CompleteReply
+) -> Entry:
+    """The entry of an orchestrator's TodoTaskResponse at the work node."""
+    if isinstance(reply, CompleteReply):
+        remaining = state.total - state.position + 1
+        raise InvalidReply(
+            f"next_action `complete` is refused: {remaining} of {state.total} todos are not confirmed yet "
+            f"({todo_id(state.position)} is current); confirm or delegate them, and the step completes "
+            "by itself after the last"
+        )
+    if isinstance(reply, ContinueReply):
+        return Continue(
+            *head, state.position, reply.selection_reasoning, reply.progress_summary, reply.all_tasks_complete
+        )
+    _check_current(reply.todo_id_to_execute, state, "todo_id_to_execute")
+    route_id = reply.selected_route_id or None  # an empty string is no route
+    if route_id is not None and reply.use_generic_agent:
+        raise InvalidReply("give selected_route_id or use_generic_agent: true, not both")
+    if route_id is None and not reply.use_generic_agent:
+        raise InvalidReply(
+            "a delegation needs selected_route_id (a route of this step) or use_generic_agent: true"
+        )
+    if route_id is not None and step.route(route_id) is None:
+        known = ", ".join(f"`{r.id}`" for r in step.routes) or "none"
+        raise InvalidReply(
+            f"selected_route_id `{route_id}` is not a route of step `{step.id}` (routes: {known})"
+        )
+    if reply.use_generic_agent and not step.generic_agent:
+        raise InvalidReply(
+            f"step `{step.id}` does not allow the generic agent (`generic off`); choose a route"
+        )
+    return Delegate(
+        *head,
+        state.position,
+        route_id,
+        reply.use_generic_agent,
+        reply.instructions_to_sub_agent,
+        reply.success_criteria_for_sub_agent,
+        reply.selection_reasoning,
+        reply.progress_summary,
+        reply.all_tasks_complete,
+    )
+
+
+def sub_agent(
+    head: Head, step: RunStep, state: ProcessState, reply: WorkReply | FailedReply, workspace: Path
+) -> Entry:
+    """The entry of the delegated sub-agent's answer: done (prevalidated for a route) or failed."""
+    delegation = state.delegation
+    assert delegation is not None
+    if isinstance(reply, FailedReply):
+        return SubAgentFailed(*head, delegation.position, delegation.agent, reply.failed)
+    return _done(head, step, state, reply.evidence, reply.progress_execution_outcome, workspace)
+
+
+def _done(
+    head: Head, step: RunStep, state: ProcessState, evidence: str, outcome: str, workspace: Path
+) -> Entry:
+    delegation = state.delegation
+    assert delegation is not None
+    route = step.route(delegation.agent)
+    if route is None:  # the generic agent: no prevalidation, no learning
+        return SubAgentDone(*head, delegation.position, GENERIC, evidence, outcome, True, None, ())
+    checked = prevalidate(workspace, route.step.expected_files)
+    return SubAgentDone(
+        *head, delegation.position, route.id, evidence, outcome, checked.passed, checked.reason, checked.files
+    )
+
+
+def tool(
+    head: Head,
+    step: RunStep,
+    state: ProcessState,
+    reply: CreateReply | UpdateReply | CompleteTodo,
+    workspace: Path,
+) -> Entry:
+    """The entry of a todo tool call (`create_todo`, `update_todo`, `complete_todo`)."""
+    delegated = state.node == "delegated"
+    agent = state.delegation.agent if delegated and state.delegation else ORCHESTRATOR
+    if isinstance(reply, CreateReply):
+        if step.kind != "todo_task":
+            raise InvalidReply(
+                f"create_todo: step `{step.id}` is a regular step, one task; it takes no todos"
+            )
+        if state.total >= MAX_TASKS:
+            raise InvalidReply(f"create_todo: the checklist holds {state.total} tasks; at most {MAX_TASKS}")
+        return CreateTodo(*head, reply.title, reply.description, reply.priority)
+    if isinstance(reply, CompleteTodo):
+        _check_current(reply.todo_id, state, "todo_id", delegated)
+        if delegated:
+            return _done(head, step, state, reply.evidence, reply.result, workspace)
+        return Confirm(*head, state.position, reply.evidence, reply.result)
+    position = _position(reply.todo_id, state)
+    if delegated and position != state.position:
+        raise InvalidReply(
+            f"todo_id `{reply.todo_id}` is not yours: "
+            f"a sub-agent updates only its own todo, {todo_id(state.position)}"
+        )
+    if position < state.position:
+        raise InvalidReply(f"todo_id `{reply.todo_id}` is completed; update_todo changes open todos only")
+    if reply.status is None and reply.notes is None:
+        raise InvalidReply(
+            "update_todo changes `status` (in_progress or blocked) or `notes`; it was given neither"
+        )
+    return UpdateTodo(*head, position, reply.status, reply.notes, agent)
+
+
+def _position(given: str, state: ProcessState) -> int:
+    position = int(given.removeprefix("todo_"))
+    if position > state.total:
+        raise InvalidReply(f"there is no `{given}`: the checklist holds todo_1 to {todo_id(state.total)}")
+    return position
+
+
+def _check_current(given: str, state: ProcessState, field: str, own: bool = False) -> None:
+    position = _position(given, state)
+    if position != state.position:
+        whose = "the delegated todo" if own else "the current todo"
+        raise InvalidReply(f"{field} is `{given}`; {whose} is {todo_id(state.position)}")

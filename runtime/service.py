@@ -1,0 +1,420 @@
+"""The protocol `todoflow serve` offers, independent of the transport: the workflows a
+server offers, and the calls its MCP tools make (start, step, the todo tools, status).
+
+Every string the protocol takes is bounded (`LIMITS`, refused with the field and the
+limit); a start prepared and never executed expires after a day; a run's workspace is
+the server's, or one inside it named at `prepare`; the server keeps at most
+`OPEN_ENGINES` runs open (one per canonical process id) and closes the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from todoflow.compiler.files import write_atomically
+from todoflow.dsl.diagnostics import TodoflowError, render_all
+
+from . import process
+from .card import card_data
+from .definition import Reading, RunDefinition, read_definition, ready_checklists
+from .directive import Directive, PromptError
+from .engine import Engine, Refusal
+from .plan import PlanError, Task
+
+BUILT_IN = Path(__file__).with_name("flows")
+ALIASES = {"moira/todo-list": "todo-list"}
+OPEN_ENGINES = 64  # runs a server keeps open at once; the least recently used are closed
+START_TTL = 24 * 3600  # seconds a prepared start (and an executed start's claim) is kept
+LIMITS = {  # characters of each string the protocol takes (a reply's own fields: the reply models)
+    "workflowId": 200,
+    "parentExecutionId": 200,
+    "goal": 4_000,
+    "startAttemptId": 100,
+    "processId": 200,
+    "attemptId": 100,
+    "workspace": 1_000,
+    "todo_id": 20,
+}
+PLAIN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class ServeError(TodoflowError):
+    """A request the server refuses, with the reason (becomes an MCP tool error)."""
+
+
+def bounded(field: str, value: Any, required: bool = False) -> str | None:
+    """`value` as a string of at most `LIMITS[field]` characters, or ServeError."""
+    if value is None:
+        if required:
+            raise ServeError(f"{field} is missing")
+        return None
+    if not isinstance(value, str):
+        raise ServeError(f"{field} must be a string, not {type(value).__name__}")
+    if len(value) > LIMITS[field]:
+        raise ServeError(f"{field} is {len(value):,} characters; at most {LIMITS[field]:,}")
+    return value
+
+
+class Workflows:
+    """The workflows a server offers, by workflow id: `*.todoflow` files and `*/plan.json`
+    plans (legacy nested ones too) in its folders. A file that does not compile — or
+    cannot be read at all — keeps its diagnostics and stops nothing; two files declaring
+    one workflow id are both refused, each naming the other."""
+
+    def __init__(self, folders: Iterable[Path]) -> None:
+        self.sources: dict[str, Path] = {}
+        self.broken: dict[str, str] = {}  # workflow id (or file stem) -> why it cannot be offered
+        self.notes: list[str] = []
+        claimed: dict[str, Path] = {}
+        for file in sorted(BUILT_IN.glob("*.todoflow")):
+            self._add(file, claimed, built_in=True)
+        for folder in folders:
+            for file in [*sorted(folder.glob("*.todoflow")), *sorted(folder.glob("*/plan.json"))]:
+                self._add(file, claimed, built_in=False)
+
+    def _add(self, file: Path, claimed: dict[str, Path], built_in: bool) -> None:
+        try:
+            workflow_id = self.read(file).or_raise().workflow_id
+        except (TodoflowError, RecursionError, OSError) as error:  # one bad file stops nothing else
+            workflow = _declared_id(file) or _folder_id(file)
+            self.broken.setdefault(workflow, f"workflow `{workflow}` does not compile:\n{_message(error)}")
+            return
+        other = claimed.get(workflow_id)
+        if other is not None and other.parent != BUILT_IN:
+            self.sources.pop(workflow_id, None)
+            self.broken[workflow_id] = (
+                f"workflow id `{workflow_id}` is declared by both {other} and {file}; rename one of them"
+            )
+            return
+        if other is not None:
+            self.notes.append(f"{file} replaces the built-in workflow `{workflow_id}`")
+        claimed[workflow_id] = file
+        if workflow_id not in self.broken:
+            self.sources[workflow_id] = file
+
+    def ids(self) -> list[str]:
+        return sorted(self.sources)
+
+    def offer(self, workflow_id: str) -> Reading:
+        workflow_id = ALIASES.get(workflow_id, workflow_id)
+        if workflow_id in self.broken:
+            raise ServeError(self.broken[workflow_id])
+        if workflow_id not in self.sources:
+            raise ServeError(f"no workflow `{workflow_id}`; this server offers {', '.join(self.ids())}")
+        return self.read(self.sources[workflow_id])  # read again: it may have changed on disk
+
+    @staticmethod
+    def read(file: Path) -> Reading:
+        reading = read_definition(file)
+        if reading.definition is None:
+            raise ServeError(render_all(reading.diagnostics, reading.sources).rstrip("\n"))
+        return reading
+
+
+def _message(error: BaseException) -> str:
+    if isinstance(error, RecursionError):
+        return "the file nests too deeply to read"
+    if isinstance(error, OSError):
+        return f"cannot read it: {error.strerror or error}"
+    return str(error)
+
+
+def _folder_id(file: Path) -> str:
+    return file.parent.name if file.name == "plan.json" else file.stem
+
+
+def _declared_id(file: Path) -> str | None:
+    try:
+        text = file.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    match = re.search(r"^\s*workflow\s+([a-z][a-z0-9_-]*)", text, re.M)
+    return match.group(1) if match else None
+
+
+class _Engines:
+    """The runs a server has open: at most `OPEN_ENGINES`, one per canonical process id,
+    the least recently used closed first (never one that a call is using)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self._open: OrderedDict[str, tuple[Engine, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def use(self, process_id: str) -> Iterator[Engine]:
+        key = canonical(process_id)
+        with self._lock:
+            engine, users = self._open.pop(key, (None, 0))
+            if engine is None:
+                try:
+                    engine = process.open_process(self.run_dir, key)[0]
+                except TodoflowError as error:
+                    raise ServeError(str(error)) from None
+                engine.store.drive()  # the run is `running` while a server has it open
+            self._open[key] = (engine, users + 1)
+            self._evict()
+        try:
+            yield engine
+        finally:
+            with self._lock:
+                current, count = self._open.get(key, (engine, 1))
+                self._open[key] = (current, count - 1)
+                self._evict()
+
+    def add(self, engine: Engine) -> None:
+        with self._lock:
+            engine.store.drive()
+            self._open[canonical(engine.process_id)] = (engine, 0)
+            self._evict()
+
+    def cached(self, process_id: str) -> Engine | None:
+        with self._lock:
+            found = self._open.get(canonical(process_id))
+            return found[0] if found else None
+
+    def _evict(self) -> None:
+        idle = [key for key, (_, users) in self._open.items() if users == 0]
+        for key in idle[: max(0, len(self._open) - OPEN_ENGINES)]:
+            self._open.pop(key)[0].close()
+
+    def close(self) -> None:
+        with self._lock:
+            for engine, _ in self._open.values():
+                engine.close()
+            self._open.clear()
+
+
+def canonical(process_id: str) -> str:
+    """A process id as its run folder is named; anything else names no run."""
+    if not PLAIN_ID.match(process_id):
+        raise ServeError(f"no run `{process_id}`: a process id is a plain name")
+    return process_id
+
+
+class TodoService:
+    """The protocol, independent of the transport: what the MCP tools call."""
+
+    def __init__(
+        self,
+        workflows: Workflows,
+        run_dir: Path,
+        workspace: Path | None = None,
+        learnings: Path | None = None,
+    ) -> None:
+        self.workflows, self.run_dir = workflows, run_dir
+        self.workspace = (workspace or Path.cwd()).resolve()
+        self.learnings = learnings
+        self.engines = _Engines(run_dir)
+
+    # -- start ---------------------------------------------------------------------------
+
+    def prepare(
+        self, workflow_id: Any, parent: Any, tasks: Any, goal: Any, workspace: Any = None
+    ) -> dict[str, Any]:
+        workflow = bounded("workflowId", workflow_id, required=True)
+        assert workflow is not None
+        parent_id = bounded("parentExecutionId", parent) or "none"
+        goal = bounded("goal", goal)
+        folder = self._workspace(bounded("workspace", workspace))
+        reading = self.workflows.offer(workflow)
+        definition = reading.or_raise()
+        notes = reading.notes
+        count = None
+        if tasks is not None:
+            ready, moved = self._ready(definition, tasks)
+            notes += moved
+            count = sum(len(checklist) for checklist in ready.values())
+        self._expire_starts()
+        start_id = f"start-{secrets.token_hex(8)}"
+        record = {
+            "workflowId": definition.workflow_id,
+            "parentExecutionId": parent_id,
+            "tasks": tasks,
+            "goal": goal,
+            "workspace": str(folder),
+        }
+        write_atomically(self._starts() / f"{start_id}.json", json.dumps(record, ensure_ascii=False) + "\n")
+        steps = [{"id": s.id, "type": s.kind, "title": s.title} for s in definition.plan.steps]
+        return {
+            "startAttemptId": start_id,
+            "workflowId": definition.workflow_id,
+            "title": definition.title,
+            "steps": steps,
+            "taskCount": count,
+            "notes": notes,
+            "workspace": str(folder),
+        }
+
+    def _workspace(self, given: str | None) -> Path:
+        """The server's workspace, or a folder inside it (resolved, symlinks included)."""
+        if given is None:
+            return self.workspace
+        folder = (self.workspace / given).resolve()
+        if not folder.is_relative_to(self.workspace):
+            raise ServeError(f"workspace `{given}` is outside the server's workspace {self.workspace}")
+        if not folder.is_dir():
+            raise ServeError(f"workspace `{given}` is not a folder in the server's workspace")
+        return folder
+
+    @staticmethod
+    def _ready(definition: RunDefinition, tasks: Any) -> tuple[dict[str, tuple[Task, ...]], list[str]]:
+        """The checklist for the workflow's first todo_task step, and its notes."""
+        if not isinstance(tasks, list):
+            raise ServeError("tasks: a checklist is a list of tasks")
+        try:
+            ready, notes = ready_checklists(definition, tasks, "tasks")
+            return ready, [note for _, note in notes]
+        except PlanError as error:
+            raise ServeError(str(error)) from None
+
+    def execute(self, start_id: Any) -> dict[str, Any]:
+        name = bounded("startAttemptId", start_id, required=True)
+        assert name is not None
+        if not PLAIN_ID.match(name):
+            raise ServeError(f"unknown startAttemptId `{name}`: call start with action `prepare` first")
+        executed = self._starts() / f"{name}.executed"
+        if executed.exists():
+            done = executed.read_text(encoding="utf-8").strip()
+            raise ServeError(f"startAttemptId `{name}` was executed already (process `{done}`)")
+        record_file = self._starts() / f"{name}.json"
+        try:
+            record = json.loads(record_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raise ServeError(
+                f"unknown startAttemptId `{name}`: call start with action `prepare` first"
+            ) from None
+        definition = self.workflows.offer(record["workflowId"]).or_raise()
+        ready = None if record["tasks"] is None else self._ready(definition, record["tasks"])[0]
+        try:  # a start attempt executes once, across servers too: the first to claim it
+            claim = os.open(executed, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            raise ServeError(f"startAttemptId `{name}` was executed already") from None
+        try:
+            engine = process.start(
+                definition,
+                self.run_dir,
+                workspace=Path(record.get("workspace") or self.workspace),
+                ready=ready,
+                goal=record["goal"],
+                parent_execution_id=record["parentExecutionId"],
+                start_attempt_id=name,
+                learnings=self.learnings,
+                agent="mcp",
+            )
+            os.write(claim, engine.process_id.encode())
+        except BaseException:
+            executed.unlink(missing_ok=True)
+            raise
+        finally:
+            os.close(claim)
+        record_file.unlink(missing_ok=True)  # executed: the claim says so from now on
+        self.engines.add(engine)
+        return self._directive(engine.directive())
+
+    def _starts(self) -> Path:
+        folder = self.run_dir / ".starts"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def _expire_starts(self) -> None:
+        """Starts prepared a day ago and never executed (and claims of executed ones) go."""
+        limit = time.time() - START_TTL
+        for entry in self._starts().iterdir():
+            try:
+                if entry.stat().st_mtime < limit:
+                    entry.unlink()
+            except OSError:
+                continue
+
+    # -- steps and the todo tools ---------------------------------------------------------
+
+    def step(self, process_id: Any, attempt: Any, reply: dict[str, Any]) -> dict[str, Any]:
+        """One reply (or todo tool call, `{tool: arguments}`) to the current directive."""
+        pid = bounded("processId", process_id, required=True)
+        attempt_id = bounded("attemptId", attempt, required=True)
+        assert pid is not None and attempt_id is not None
+        with self.engines.use(pid) as engine:
+            try:
+                return self._directive(engine.step(attempt_id, reply))
+            except Refusal as refusal:
+                current = json.dumps(self._directive(refusal.directive), ensure_ascii=False, indent=2)
+                raise ServeError(
+                    f"refused: {refusal.reason}; nothing changed.\ncurrent directive: {current}"
+                ) from None
+
+    def todos(self, process_id: Any, todo_id: Any = None) -> dict[str, Any]:
+        """`list_todos` (every todo of the current step) and `get_todo` (one of them)."""
+        pid = bounded("processId", process_id, required=True)
+        wanted = bounded("todo_id", todo_id)
+        assert pid is not None
+        with self.engines.use(pid) as engine:
+            try:
+                listed: dict[str, Any] = json.loads(engine.todos())
+            except TodoflowError as error:
+                raise ServeError(str(error)) from None
+        if wanted is None:
+            return listed
+        found = next((todo for todo in listed["todos"] if todo["id"] == wanted), None)
+        if found is None:
+            raise ServeError(f"there is no `{wanted}` in step `{listed['step_id']}`")
+        return {"step_id": listed["step_id"], "todo": found}
+
+    # -- status ------------------------------------------------------------------------
+
+    def status(self, process_id: Any) -> dict[str, Any]:
+        if process_id is not None:
+            pid = bounded("processId", process_id, required=True)
+            assert pid is not None
+            with self.engines.use(pid) as engine:
+                directive = engine.directive()
+                state = directive.status(engine.store.driven())
+            finished = process.final_todos(self.run_dir / pid, directive.state.completed_steps)
+            return card_data(directive, finished, state) | {"directive": self._directive(directive)}
+        runs = [self._run_row(folder, meta) for folder, meta in process.all_metas(self.run_dir)]
+        problems = [why for _, why in sorted(self.workflows.broken.items())]
+        return {
+            "runs": runs,
+            "workflows": self.workflows.ids(),
+            "problems": problems,
+            "notes": self.workflows.notes,
+        }
+
+    def _run_row(self, folder: Path, meta: Any) -> dict[str, Any]:
+        """One run of the listing, read without keeping its files open (a listing may name
+        thousands of runs); one that cannot be read is `damaged` and the listing goes on."""
+        row: dict[str, Any] = {"processId": folder.name, "workflowId": None}
+        try:
+            if isinstance(meta, TodoflowError):
+                raise meta
+            row["workflowId"] = meta.workflow_id
+            cached = self.engines.cached(folder.name)
+            if cached is not None:
+                directive = cached.directive()
+                state = directive.status(True)
+            else:
+                with process.open_process(self.run_dir, folder.name)[0] as engine:
+                    directive = engine.directive()
+                    state = directive.status(engine.store.driven())
+        except TodoflowError as error:
+            return row | {"completed": False, "status": "damaged", "problem": str(error)}
+        return row | {"completed": directive.completed, "status": state, "role": directive.role}
+
+    def _directive(self, directive: Directive) -> dict[str, Any]:
+        try:
+            return directive.to_json()
+        except PromptError as error:
+            raise ServeError(str(error)) from None
+
+    def close(self) -> None:
+        self.engines.close()

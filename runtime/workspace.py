@@ -1,0 +1,60 @@
+"""Files in the workspace, the folder a run's steps read and write: confined to it.
+
+A name is joined to the workspace and resolved, symlinks followed, and must stay
+inside it: `../x`, an absolute path or a link pointing out of the workspace never
+satisfies an expected file. Prevalidation — the check a route's sub-agent must pass
+before its todo counts as done — is the sub-step's validation_schema applied here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+
+def confined(workspace: Path, name: str) -> Path | str:
+    """The file `name` of the workspace, resolved, or why it cannot be one."""
+    if "\0" in name:
+        return f"`{name!r}` is not a file name (it holds a NUL character)"
+    root = workspace.resolve()
+    try:
+        target = (root / name).resolve()
+    except (OSError, RuntimeError) as error:  # a symlink loop
+        return f"`{name}` cannot be resolved: {error}"
+    if not target.is_relative_to(root):
+        return f"`{name}` resolves outside the workspace"
+    return target
+
+
+def missing(workspace: Path, name: str) -> str | None:
+    """Why `name` is not an existing file of the workspace, or None."""
+    found = confined(workspace, name)
+    if isinstance(found, str):
+        return found
+    if not found.is_file():
+        return f"`{name}` does not exist in the workspace"
+    return None
+
+
+class Prevalidation(NamedTuple):
+    passed: bool
+    reason: str | None
+    files: tuple[tuple[str, str], ...]  # (name, sha256) of each file checked and found
+
+
+def prevalidate(workspace: Path, expected: Iterable[str]) -> Prevalidation:
+    """Every expected file must exist in the workspace; their digests are recorded."""
+    found, problems = [], []
+    for name in expected:
+        problem = missing(workspace, name)
+        if problem is not None:
+            problems.append(problem)
+            continue
+        path = confined(workspace, name)
+        assert isinstance(path, Path)
+        found.append((name, hashlib.sha256(path.read_bytes()).hexdigest()))
+    if problems:
+        return Prevalidation(False, "prevalidation failed: " + "; ".join(problems), tuple(found))
+    return Prevalidation(True, None, tuple(found))

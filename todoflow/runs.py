@@ -1,0 +1,319 @@
+"""The command line's verbs over runs: `run`, `status`, `log`, `learnings` and `serve`.
+
+Each reads its options (parsed in `todoflow.cli`) and calls the runtime's one start
+path (`process.start`) or open path (`process.open_process`); errors are
+`TodoflowError`s, which `cli.main` prints. Exit status: 0 done, 1 errors (a refused
+scripted reply, a source that does not compile, a damaged run), 2 usage, 3 a run that
+stopped or is blocked and can be resumed (the command to do it is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from todoflow.compiler.sources import UnreadableError, display_name
+from todoflow.dsl.diagnostics import render_all
+from todoflow.runtime import RUN_DIR
+
+if TYPE_CHECKING:
+    from todoflow.runtime.engine import Engine
+
+EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_RESUMABLE = 0, 1, 2, 3
+AGENTS = "`human` (the default), `scripted:REPLIES.yaml`"
+
+
+def add_parsers(commands: Any) -> None:
+    """The verbs over runs, on the CLI's subcommand parser."""
+    run = commands.add_parser("run", help="run a workflow, or resume a run")
+    run.add_argument("file", nargs="?", metavar="FILE", help="the workflow to run")
+    run.add_argument(
+        "--agent",
+        metavar="AGENT",
+        help="`human` (default) or `scripted:REPLIES.yaml`; a resumed run keeps its own unless given",
+    )
+    run.add_argument("--tasks", metavar="TASKS.json", help="a ready checklist for the first todo_task step")
+    run.add_argument("--run-dir", default=RUN_DIR, metavar="DIR", help="where runs live")
+    run.add_argument("--workspace", default=".", metavar="DIR", help="where steps read and write files")
+    run.add_argument("--learnings", metavar="DIR", help="the learnings folder (default: beside the source)")
+    run.add_argument("--llm", metavar="PROVIDER:MODEL", help="the runtime default model (or $TODOFLOW_LLM)")
+    run.add_argument(
+        "--preset-llm", metavar="PROVIDER:MODEL", help="the preset's model (or $TODOFLOW_PRESET_LLM)"
+    )
+    run.add_argument("--resume", metavar="PROCESS_ID", help="continue a stopped or killed run")
+    run.add_argument(
+        "--accept-changed-definition",
+        action="store_true",
+        help="resume even if the source changed since the start",
+    )
+    run.add_argument(
+        "--max-turns", type=int, metavar="N", help="with --resume: raise the current step's bound on turns"
+    )
+    run.add_argument("--show-prompts", action="store_true", help="print each directive's rendered prompt")
+
+    serve = commands.add_parser("serve", help="serve workflows to MCP clients over stdio")
+    serve.add_argument("folders", nargs="*", metavar="FLOWS_DIR", help="folders of .todoflow workflows")
+    serve.add_argument("--run-dir", default=RUN_DIR, metavar="DIR", help="where runs live")
+    serve.add_argument(
+        "--learnings", metavar="DIR", help="the learnings folder (default: beside each source)"
+    )
+    serve.add_argument(
+        "--workspace",
+        metavar="DIR",
+        help="where runs' steps read and write files (default: the working folder)",
+    )
+
+    status = commands.add_parser("status", help="list runs, or show one run's card")
+    status.add_argument("process_id", nargs="?", metavar="PROCESS_ID")
+    status.add_argument("--run-dir", default=RUN_DIR, metavar="DIR")
+    status.add_argument("--json", action="store_true", help="print the card as JSON")
+    status.add_argument("--svg", metavar="FILE", help="export the card as an SVG image")
+    status.add_argument("--png", metavar="FILE", help="export the card as a PNG image (needs Chromium)")
+
+    log = commands.add_parser("log", help="the execution log of a run, grouped by step and iteration")
+    log.add_argument("process_id", metavar="PROCESS_ID")
+    log.add_argument("--run-dir", default=RUN_DIR, metavar="DIR")
+    log.add_argument("--json", action="store_true", help="the log as JSON (docs/runtime.md)")
+    log.add_argument("--journal", action="store_true", help="the journal's entries, one JSON line each")
+
+    learnings = commands.add_parser("learnings", help="list, show or retire the learnings of sub-agents")
+    learnings.add_argument("action", choices=["list", "show", "retire"])
+    learnings.add_argument("id", nargs="?", metavar="LEARNING_ID", help="for show and retire")
+    learnings.add_argument("--learnings", default="learnings", metavar="DIR", help="the learnings folder")
+    learnings.add_argument("--step", metavar="SUB_STEP_ID", help="list one sub-step's learnings")
+    learnings.add_argument("--json", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    if bool(args.file) == bool(args.resume):
+        print("todoflow: error: give a workflow FILE to run, or --resume PROCESS_ID", file=sys.stderr)
+        return EXIT_USAGE
+    if args.agent is not None and _agent_kind(args.agent) is None:
+        print(f"todoflow: error: unknown agent `{args.agent}`; use {AGENTS}", file=sys.stderr)
+        return EXIT_USAGE
+    return _resume(args) if args.resume else _start(args)
+
+
+def _agent_kind(spec: str) -> str | None:
+    if spec == "human":
+        return "human"
+    if spec.startswith("scripted:") and spec.removeprefix("scripted:"):
+        return "scripted"
+    return None
+
+
+def _recorded(spec: str) -> str:
+    """The agent as the run records it: a script by its resolved path (resume may run
+    from another folder)."""
+    if spec.startswith("scripted:"):
+        return f"scripted:{Path(spec.removeprefix('scripted:')).resolve()}"
+    return spec
+
+
+def _start(args: argparse.Namespace) -> int:
+    from todoflow.runtime import process
+    from todoflow.runtime.definition import read_definition, ready_checklists
+    from todoflow.runtime.llm_choice import choices_from
+
+    reading = read_definition(Path(args.file), display_name(args.file))
+    sys.stderr.write(render_all(reading.diagnostics, reading.sources))
+    if reading.definition is None:
+        return EXIT_ERRORS
+    ready = None
+    if args.tasks:
+        tasks = Path(args.tasks)
+        ready, notes = ready_checklists(reading.definition, _read_json(tasks), tasks.name)
+        for step_id, note in notes:
+            print(f"note: step `{step_id}`: {note}", file=sys.stderr)
+    agent = _recorded(args.agent or "human")
+    engine = process.start(
+        reading.definition,
+        Path(args.run_dir),
+        workspace=Path(args.workspace),
+        ready=ready,
+        learnings=Path(args.learnings) if args.learnings else None,
+        llms=choices_from(args.preset_llm, args.llm),
+        agent=agent,
+    )
+    print(
+        f"started {engine.process_id} (run folder {Path(args.run_dir) / engine.process_id})", file=sys.stderr
+    )
+    return _drive(args, engine, agent)
+
+
+def _resume(args: argparse.Namespace) -> int:
+    from todoflow.runtime import process
+
+    meta = process.read_meta(Path(args.run_dir) / Path(args.resume).name)
+    changed = process.changed_definition(meta)
+    if changed and not args.accept_changed_definition:
+        print(
+            f"todoflow: error: {changed}; the run continues only with the definition it started with: "
+            "pass --accept-changed-definition to do that",
+            file=sys.stderr,
+        )
+        return EXIT_ERRORS
+    engine = process.open_process(Path(args.run_dir), args.resume)[0]
+    engine.repair()
+    if args.max_turns is not None:
+        directive = engine.directive()
+        engine.raise_turns(directive.attempt_id, args.max_turns)
+        print(
+            f"note: step `{directive.state.step_id}` may take {args.max_turns} orchestrator turns",
+            file=sys.stderr,
+        )
+    return _drive(args, engine, _recorded(args.agent) if args.agent else meta.agent or "human")
+
+
+def _drive(args: argparse.Namespace, engine: Engine, spec: str) -> int:
+    from todoflow.runtime.agents import HumanAgent, ScriptedAgent
+    from todoflow.runtime.driver import drive
+
+    with engine:
+        agent: Any
+        if spec.startswith("scripted:"):
+            agent = ScriptedAgent.from_file(Path(spec.removeprefix("scripted:")), engine.workspace)
+        else:
+            agent = HumanAgent(sys.stdin, sys.stdout)
+        engine.store.drive()
+        outcome = drive(engine, agent, sys.stdout, show_prompts=args.show_prompts)
+        left = (
+            agent.unused(engine.directive())
+            if isinstance(agent, ScriptedAgent) and outcome == "complete"
+            else 0
+        )
+        if left:
+            print(f"note: the run is complete with {left} replies of the script unused", file=sys.stderr)
+    if outcome == "complete":
+        return EXIT_OK
+    command = ["todoflow", "run", "--resume", engine.process_id, "--run-dir", args.run_dir]
+    print(f"resume with: {shlex.join(command)}", file=sys.stderr)
+    return EXIT_ERRORS if outcome == "refused" else EXIT_RESUMABLE
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise UnreadableError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
+
+
+def status(args: argparse.Namespace) -> int:
+    from todoflow.runtime import process
+    from todoflow.runtime.card import card_data, card_png, card_svg, card_text
+
+    run_dir = Path(args.run_dir)
+    if args.process_id is None:
+        rows = [_row(run_dir, folder, meta) for folder, meta in process.all_metas(run_dir)]
+        if args.json:
+            print(json.dumps(rows, indent=2, ensure_ascii=False))
+        elif not rows:
+            print(f"no runs in {run_dir}")
+        for row in rows if not args.json else []:
+            print(f"{row['process_id']}  {row['status']:<9} {row['where']}")
+        return EXIT_OK
+    with process.open_process(run_dir, args.process_id)[0] as engine:
+        directive = engine.directive()
+        state = directive.status(engine.store.driven())
+    finished = process.final_todos(run_dir / Path(args.process_id).name, directive.state.completed_steps)
+    if args.svg:
+        Path(args.svg).write_text(card_svg(directive, finished), encoding="utf-8")
+        print(f"wrote {args.svg}", file=sys.stderr)
+    if args.png:
+        card_png(card_svg(directive, finished), Path(args.png))
+        print(f"wrote {args.png}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(card_data(directive, finished, state), indent=2, ensure_ascii=False))
+    elif not (args.svg or args.png):
+        sys.stdout.write(card_text(directive, finished))
+    return EXIT_OK
+
+
+def _row(run_dir: Path, folder: Path, meta: Any) -> dict[str, Any]:
+    """One run of the listing; a run that cannot be read is `damaged`, and the listing goes on."""
+    from todoflow.dsl.diagnostics import TodoflowError
+    from todoflow.runtime import process
+
+    row: dict[str, Any] = {"process_id": folder.name, "workflow": None}
+    if isinstance(meta, TodoflowError):
+        return row | {"status": "damaged", "where": str(meta)}
+    row["workflow"] = meta.workflow_id
+    try:
+        with process.open_process(run_dir, folder.name)[0] as engine:
+            directive = engine.directive()  # a damaged run raises, saying what is wrong
+            state = directive.status(engine.store.driven())
+    except TodoflowError as error:
+        return row | {"status": "damaged", "where": str(error)}
+    if directive.completed:
+        return row | {"status": state, "where": "result {}"}
+    step = directive.step.id if directive.step else ""
+    return row | {"status": state, "where": f"{step}: {directive.role}"}
+
+
+def log(args: argparse.Namespace) -> int:
+    from todoflow.runtime import process
+    from todoflow.runtime.log import log_json, log_text
+
+    with process.open_process(Path(args.run_dir), args.process_id)[0] as engine:
+        engine.directive()  # a damaged run is refused here, with what is wrong
+        journal = engine.store.entries()
+        if args.journal:
+            sys.stdout.write("".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in journal))
+            return EXIT_OK
+        data = log_json(engine.plan, engine.process_id, engine.store.started_at, journal)
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n" if args.json else log_text(data))
+    return EXIT_OK
+
+
+def learnings(args: argparse.Namespace) -> int:
+    from todoflow.runtime.engine import utc_now
+    from todoflow.runtime.learnings import Learnings
+
+    folder = Learnings(Path(args.learnings))
+    if args.action == "list":
+        records = folder.records(args.step)
+        if args.json:
+            print(json.dumps([r.model_dump() for r in records], indent=2, ensure_ascii=False))
+        elif not records:
+            print(f"no learnings in {args.learnings}")
+        for record in records if not args.json else []:
+            print(
+                f"{record.id}  {record.status:<7} {record.sub_step_id:<16} {record.at}  {record.todo_title}"
+            )
+        return EXIT_OK
+    if not args.id:
+        print(f"todoflow: error: `learnings {args.action}` needs a learning's id", file=sys.stderr)
+        return EXIT_USAGE
+    record = folder.find(args.id) if args.action == "show" else folder.retire(args.id, utc_now())
+    if args.action == "retire":
+        print(f"retired {record.id}", file=sys.stderr)
+    print(json.dumps(record.model_dump(), indent=2, ensure_ascii=False))
+    return EXIT_OK
+
+
+def serve(args: argparse.Namespace) -> int:
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        print(
+            "todoflow: error: `todoflow serve` needs the MCP SDK: pip install 'todoflow[mcp]'",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    missing = [f for f in args.folders if not Path(f).is_dir()]
+    if missing:
+        print(f"todoflow: error: {missing[0]} is not a folder", file=sys.stderr)
+        return EXIT_USAGE
+    from todoflow.runtime.mcp_server import serve as serve_mcp
+
+    learnings = Path(args.learnings) if args.learnings else None
+    workspace = Path(args.workspace) if args.workspace else None
+    if workspace is not None and not workspace.is_dir():
+        print(f"todoflow: error: the workspace {workspace} is not a folder", file=sys.stderr)
+        return EXIT_USAGE
+    serve_mcp([Path(f) for f in args.folders], Path(args.run_dir), learnings, workspace)
+    return EXIT_OK

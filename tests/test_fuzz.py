@@ -38,15 +38,20 @@ NOISE = st.text(max_size=12) | st.sampled_from(
 )
 
 
-def _mutate(draw: st.DrawFn, text: str) -> str:
+def mutate(draw: st.DrawFn, text: str) -> str:
+    """`text` with up to five cuts, copies, swaps, insertions of noise or repetitions."""
     for _ in range(draw(st.integers(1, 5))):
         cut = draw(st.integers(0, len(text)))
         size = draw(st.integers(0, 60))
-        action = draw(st.sampled_from(["delete", "duplicate", "insert", "truncate", "repeat"]))
+        action = draw(st.sampled_from(["delete", "duplicate", "swap", "insert", "truncate", "repeat"]))
         if action == "delete":
             text = text[:cut] + text[cut + size :]
         elif action == "duplicate":
             text = text[:cut] + text[cut : cut + size] + text[cut:]
+        elif action == "swap":
+            other = draw(st.integers(0, len(text)))
+            a, b = sorted((cut, other))
+            text = text[:a] + text[b : b + size] + text[a + size : b] + text[a : a + size] + text[b + size :]
         elif action == "insert":
             text = text[:cut] + draw(NOISE) + text[cut:]
         elif action == "truncate":
@@ -58,14 +63,14 @@ def _mutate(draw: st.DrawFn, text: str) -> str:
 
 @st.composite
 def mutated_sources(draw: st.DrawFn) -> str:
-    return _mutate(draw, draw(st.sampled_from(SOURCES)))
+    return mutate(draw, draw(st.sampled_from(SOURCES)))
 
 
 @st.composite
 def mutated_plans(draw: st.DrawFn) -> str:
     text = draw(st.sampled_from(PLANS))
     if draw(st.booleans()):
-        return _mutate(draw, text)
+        return mutate(draw, text)
     data = json.loads(text)
     for _ in range(draw(st.integers(1, 4))):
         data = _mutate_value(draw, data, 0)

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 PACKAGES := todoflow dsl compiler runtime grammars
 TYPECHECK := build/typecheck
 
-.PHONY: setup demo test lint typecheck pytest bench screenshots clean node-tools editors editor-screenshot
+.PHONY: setup demo test lint typecheck pytest bench screenshots fuzz clean node-tools editors editor-screenshot
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,11 +21,11 @@ setup: $(STAMP)
 demo: setup
 	$(BIN)/todoflow check examples/*.todoflow
 	$(BIN)/todoflow fmt --check examples/*.todoflow
-	@echo "--- a broken workflow, to show the diagnostics:"
-	-$(BIN)/todoflow check tests/fixtures/invalid/unclosed-and-misspelt.todoflow
+	@echo "--- a broken workflow, to show the diagnostics (todoflow check exits 1: it found errors):"
+	@$(BIN)/todoflow check tests/fixtures/invalid/unclosed-and-misspelt.todoflow; test $$? -eq 1
 	@echo "--- compile, then run the release example with a scripted agent:"
+	rm -rf build/demo && mkdir -p build/demo/workspace
 	$(BIN)/todoflow compile examples/release.todoflow -o build/demo/release
-	rm -rf build/demo/runs build/demo/workspace build/demo/learnings && mkdir -p build/demo/workspace
 	$(BIN)/todoflow run examples/release.todoflow --agent scripted:examples/replies/release.yaml \
 		--run-dir build/demo/runs --workspace build/demo/workspace
 	@echo "--- an orchestrated step: delegations, a failed prevalidation and its retry, the generic agent:"
@@ -85,6 +85,10 @@ editors: node-tools
 editor-screenshot: setup
 	.ci/setup-chromium
 	$(BIN)/python editors/screenshot.py editors/screenshot.png
+
+# The fuzzer of tests/test_fuzz.py, long: mutated sources and plans (a few seconds in `make test`).
+fuzz: setup
+	TODOFLOW_FUZZ_EXAMPLES=40000 $(BIN)/pytest -q tests/test_fuzz.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

@@ -3,8 +3,8 @@
 plan.json and step_config.json are written through the pydantic models of
 `compiler.formats`; the machine, its module and its Mermaid diagram come from one
 `Machine` value; `prompts/<step-id>/<kind>.j2` are the resolved templates. Output is
-byte-identical for the same input. `write` is the only function that touches disk,
-and it writes nothing unless everything was emitted.
+byte-identical for the same input. Nothing here touches disk: `compiler.output`
+writes a compiled folder, once everything was emitted.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from todoflow.dsl.diagnostics import TodoflowError
 from todoflow.dsl.nodes import node
 
 from . import formats
-from .files import write_atomically
 from .machine import Machine, module_source, structure_problems, workflow_machine
 from .model import AgentConfigs, CheckedStep, CheckedWorkflow
 
@@ -71,7 +70,11 @@ def _plan_step(step: CheckedStep) -> formats.PlanStep:
     tasks = (
         [
             formats.PlanTask(
-                action=t.action, expected_result=t.expected_result, constraints=list(t.constraints) or None
+                action=t.action,
+                expected_result=t.expected_result,
+                constraints=list(t.constraints) or None,
+                label=t.label,
+                after=list(t.after) or None,
             )
             for t in step.tasks
         ]
@@ -119,12 +122,3 @@ def _agent_configs(configs: AgentConfigs) -> formats.AgentConfigsModel:
         execution_llm=llm(configs.execution_llm),
         conditional_llm=llm(configs.conditional_llm),
     )
-
-
-def write(artifacts: Artifacts, folder: Path) -> list[Path]:
-    """Write every file under `folder`, each replaced atomically; returns the paths written."""
-    written = []
-    for relative, text in artifacts.files:
-        write_atomically(folder / relative, text)
-        written.append(folder / relative)
-    return written

@@ -193,10 +193,11 @@ def check_route_ids(c: _Context) -> list[Diagnostic]:
 
 
 def check_flow(c: _Context) -> list[Diagnostic]:
-    top = {s.id.value for s in c.workflow.steps}
-    if any(_next_of(c.workflow, i) not in top | {"end"} for i in range(len(c.workflow.steps))):
+    targets = {s.id.value for s in c.workflow.steps} | {"end"}
+    if any(_next_of(c.workflow, i) not in targets for i in range(len(c.workflow.steps))):
         return []  # an unknown `next` is reported already; the flow is not known
-    reached, cycle = _reachable(c.workflow)
+    path, cycle = _reachable(c.workflow)
+    reached = set(path)
     found = []
     if cycle:
         steps = {s.id.value: s for s in c.workflow.steps}
@@ -229,14 +230,15 @@ def _next_of(workflow: ast.Workflow, index: int) -> str:
 def _reachable(workflow: ast.Workflow) -> tuple[list[str], list[str]]:
     """The top-level steps run from the first, in order; and the cycle it falls into, if any."""
     index = {s.id.value: i for i, s in enumerate(workflow.steps)}
-    path: list[str] = []
+    place: dict[str, int] = {}  # step id -> its place on the path
     current = workflow.steps[0].id.value if workflow.steps else "end"
     while current != "end" and current in index:
-        if current in path:
-            return path, path[path.index(current) :]
-        path.append(current)
+        if current in place:
+            path = list(place)
+            return path, path[place[current] :]
+        place[current] = len(place)
         current = _next_of(workflow, index[current])
-    return path, []
+    return list(place), []
 
 
 def check_max_turns(c: _Context) -> list[Diagnostic]:
@@ -269,7 +271,7 @@ def check_paths(c: _Context) -> list[Diagnostic]:
             problem = path_problem(text.value)
             if problem:
                 help = "paths are relative to the workspace, like `out/report.json`"
-                shown = f"`{text.value}`" if text.value else "this path"
+                shown = f"`{text.value}`" if text.value and text.value.isprintable() else "this path"
                 found.append(Diagnostic("E0401", "error", f"{shown} {problem}", text.span, help))
     return found
 
@@ -295,6 +297,8 @@ def path_problem(path: str) -> str | None:
     """Why a workspace path is not acceptable, or None."""
     if not path.strip():
         return "is empty"
+    if "\0" in path:
+        return "holds a NUL character, which no file name can"
     if path.startswith(("/", "\\")) or (len(path) > 1 and path[1] == ":"):
         return "is an absolute path"
     if posixpath.normpath(path.replace("\\", "/")).split("/")[0] == "..":

@@ -43,6 +43,7 @@ def resolve_checklist(
             tasks[index].action.value,
             tasks[index].expected.value,
             constraints[index],
+            tuple(dict.fromkeys(a.value for a in tasks[index].after)),
         )
         for position, index in enumerate(ordering.order, start=1)
     )

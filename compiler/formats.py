@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,11 +52,15 @@ class ValidationSchema(_Model):
 
 
 class PlanTask(_Model):
-    """A ready checklist item (extension): position in the list is its identity."""
+    """A ready checklist item (extension): position in the list is its identity. `label`
+    and `after` are the source's, kept so the plan says why the order is what it is
+    (the list is already in that order; the runtime reads neither)."""
 
     action: str = Field(min_length=1, max_length=1000)
     expected_result: str = Field(min_length=1, max_length=1000)
     constraints: list[str] | None = None
+    label: str | None = Field(default=None, description="the task's label in the source")
+    after: list[str] | None = Field(default=None, description="labels of the tasks it comes after")
 
 
 class PredefinedRoute(_Model):
@@ -96,7 +100,7 @@ class LlmConfig(_Model):
 
 
 class AgentConfigsModel(_Model):
-    execution_max_turns: int | None = Field(default=None, ge=1)
+    execution_max_turns: int | None = Field(default=None, ge=1, le=2**31 - 1)
     execution_llm: LlmConfig | None = None
     conditional_llm: LlmConfig | None = None
 
@@ -115,6 +119,16 @@ class StepConfig(_Model):
 
 
 TodoStatus = Literal["pending", "in_progress", "completed", "blocked"]
+# RFC 3339 date-time: the `pattern` makes every validator check it, where `format` is
+# only an annotation unless a validator is told to check formats.
+_DATE_TIME = (
+    r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)"
+    r"(\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
+)
+Timestamp = Annotated[
+    str,
+    Field(pattern=_DATE_TIME, json_schema_extra={"format": "date-time"}, examples=["2024-01-25T10:00:00Z"]),
+]
 
 
 class TodoItem(_Model):
@@ -126,8 +140,8 @@ class TodoItem(_Model):
     assigned_agent: str | None = Field(default=None, description="the route id, or `generic`, once delegated")
     result: str | None = None
     notes: str | None = Field(default=None, description="what update_todo said last (extension)")
-    created_at: str
-    updated_at: str
+    created_at: Timestamp
+    updated_at: Timestamp
 
 
 class TodoSummary(_Model):
@@ -149,5 +163,12 @@ class Todos(_Model):
 SCHEMAS: dict[str, type[_Model]] = {"plan": Plan, "step-config": StepConfig, "todos": Todos}
 
 
+DIALECT = "https://json-schema.org/draft/2020-12/schema"  # the draft pydantic writes
+
+
 def schema(name: str) -> str:
-    return dumps(SCHEMAS[name].model_json_schema())
+    """The JSON Schema of a format: its dialect and identity (`urn:todoflow:schema:NAME`)
+    first, then the model's schema with its keys sorted."""
+    body = json.loads(dumps(SCHEMAS[name].model_json_schema()))
+    document = {"$schema": DIALECT, "$id": f"urn:todoflow:schema:{name}", **body}
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

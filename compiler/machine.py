@@ -57,9 +57,6 @@ class Machine:
     def all_states(self) -> tuple[MachineState, ...]:
         return tuple(_flatten(self.states))
 
-    def state_of(self, step_id: str, role: str) -> MachineState:
-        return next(s for s in self.all_states() if s.step_id == step_id and s.role == role)
-
 
 def _flatten(states: Iterable[MachineState]) -> Iterable[MachineState]:
     for state in states:
@@ -79,7 +76,8 @@ def state_prefix(index: int, step_id: str) -> str:
 def workflow_machine(workflow: CheckedWorkflow) -> Machine:
     """The statechart of the steps that can run, chained by `next_step_id`."""
     prefixes = {s.id: state_prefix(i, s.id) for i, s in enumerate(workflow.steps, start=1)}
-    runnable = [s for s in workflow.steps if s.id in set(workflow.reachable)]
+    reachable = set(workflow.reachable)
+    runnable = [s for s in workflow.steps if s.id in reachable]
     states: list[MachineState] = []
     transitions: list[MachineTransition] = []
     for position, step in enumerate(runnable):
@@ -185,8 +183,9 @@ def _edges(machine: Machine, states: dict[str, MachineState]) -> dict[str, set[s
         )
         for source in sources:
             edges.setdefault(source, set()).add(target)
+    leaving = {t.source for t in machine.transitions}
     for child, owner in parent.items():
-        if states[child].final and owner not in {t.source for t in machine.transitions}:
+        if states[child].final and owner not in leaving:
             edges.setdefault(child, set())
     return edges
 
@@ -263,25 +262,28 @@ def module_source(machine: Machine, source_path: str, source_sha256: str) -> str
         f"    {_string(machine.title)}",
         "",
     ]
+    owner = {c.id: s.id for s in machine.states for c in s.children}
+    inside: dict[str, list[MachineTransition]] = {}  # compound id -> its children's transitions
+    for transition in machine.transitions:
+        if transition.source in owner:
+            inside.setdefault(owner[transition.source], []).append(transition)
     for state in machine.states:
         if state.children:
-            lines += _compound(state, machine)
+            lines += _compound(state, inside.get(state.id, []))
     lines += [f"    {END} = State({_string('End')}, final=True)", ""]
+    top = {s.id for s in machine.states}
     for transition in machine.transitions:
-        if transition.source in {s.id for s in machine.states}:
+        if transition.source in top:
             lines.append(f"    {transition.event} = {transition.source}.to({transition.target})")
     return "\n".join(lines) + "\n"
 
 
-def _compound(state: MachineState, machine: Machine) -> list[str]:
+def _compound(state: MachineState, transitions: list[MachineTransition]) -> list[str]:
     lines = [f"    class {state.id}(State.Compound, name={_string(state.name)}):"]
     for child in state.children:
         flags = "".join([", initial=True" if child.initial else "", ", final=True" if child.final else ""])
         lines.append(f"        {child.id} = State({_string(child.name)}{flags})")
-    children = {c.id for c in state.children}
-    for transition in machine.transitions:
-        if transition.source not in children:
-            continue
+    for transition in transitions:
         call = f"{transition.source}.to({transition.target}" + (
             f", cond={_string(transition.cond)})" if transition.cond else ")"
         )

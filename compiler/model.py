@@ -45,6 +45,7 @@ class CheckedTask:
     action: str
     expected_result: str
     constraints: tuple[str, ...]
+    after: tuple[str, ...] = ()  # the labels it was written to come after
 
 
 @node

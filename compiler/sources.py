@@ -28,10 +28,7 @@ def read_source(path: str) -> tuple[str, Diagnostic | None]:
         data = sys.stdin.buffer.read() if path == STDIN else _read_bytes(path)
     except OSError as error:
         raise UnreadableError(f"cannot read {path}: {error.strerror or error}") from error
-    try:
-        return data.decode("utf-8"), None
-    except UnicodeDecodeError as error:
-        return data.decode("utf-8", "replace"), _not_utf8(display_name(path), data, error)
+    return decode(data, display_name(path))
 
 
 def display_name(path: str) -> str:
@@ -41,6 +38,15 @@ def display_name(path: str) -> str:
 def _read_bytes(path: str) -> bytes:
     with open(path, "rb") as handle:
         return handle.read()
+
+
+def decode(data: bytes, path: str) -> tuple[str, Diagnostic | None]:
+    """The UTF-8 text of `data`, and a diagnostic at the first bad byte if it is not UTF-8
+    (the text then comes back decoded with replacement characters, for excerpts)."""
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as error:
+        return data.decode("utf-8", "replace"), _not_utf8(path, data, error)
 
 
 def _not_utf8(path: str, data: bytes, error: UnicodeDecodeError) -> Diagnostic:

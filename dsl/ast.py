@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import field
+from functools import cached_property
 from typing import ClassVar, Literal, TypeAlias
 
 from .nodes import node
@@ -200,11 +201,11 @@ class Tasks:
     entries: tuple[Task | Constraint, ...]
     span: Span = field(compare=False)
 
-    @property
+    @cached_property
     def tasks(self) -> tuple[Task, ...]:
         return tuple(e for e in self.entries if isinstance(e, Task))
 
-    @property
+    @cached_property
     def constraints(self) -> tuple[Constraint, ...]:
         return tuple(e for e in self.entries if isinstance(e, Constraint))
 
@@ -262,10 +263,10 @@ class Workflow:
     span: Span = field(compare=False)
     comments: tuple[Comment, ...] = field(default=(), compare=False)
 
-    @property
+    @cached_property
     def steps(self) -> tuple[Step, ...]:
         return tuple(m for m in self.members if isinstance(m, Step))
 
-    @property
+    @cached_property
     def defaults(self) -> tuple[Default, ...]:
         return tuple(m for m in self.members if not isinstance(m, Step))

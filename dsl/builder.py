@@ -20,6 +20,7 @@ from .strings import decode_block, decode_plain
 
 # Children are positional: keyword and value tokens, then nodes built by earlier rules.
 Children: TypeAlias = list[Any]
+MAX_NUMBER = 2**31 - 1
 
 
 class Builder:
@@ -39,9 +40,6 @@ class Builder:
 
     def _span(self, first: Token, last: Token) -> Span:
         return Span(self.path, first.line, first.column, last.end_line, last.end_column)  # type: ignore[arg-type]
-
-    def _token_span(self, token: Token) -> Span:
-        return Span(self.path, token.line, token.column, token.end_line, token.end_column)  # type: ignore[arg-type]
 
     def _name_of(self, token: Token) -> ast.Name:
         # one string object per distinct name: labels and ids repeat across a workflow
@@ -97,7 +95,18 @@ class Builder:
         return ast.ConditionalLlm(self._name_of(c[1]), self._text_of(c[2]), self._span(c[0], c[-1]))
 
     def max_turns(self, c: Children) -> ast.MaxTurns:
-        return ast.MaxTurns(int(c[1]), self._span(c[0], c[-1]))
+        return ast.MaxTurns(self._number(c[1]), self._span(c[0], c[-1]))
+
+    def _number(self, token: Token) -> int:
+        """The value of an INT token; one beyond `MAX_NUMBER` is a problem (and reads as 0)."""
+        digits = str(token).lstrip("0") or "0"
+        if len(digits) <= len(str(MAX_NUMBER)) and int(digits) <= MAX_NUMBER:
+            return int(digits)
+        span = Span(self.path, token.line, token.column, token.end_line, token.end_column)  # type: ignore[arg-type]
+        message = f"this number is too large: at most {MAX_NUMBER:,}"
+        help = "the most a 32-bit integer holds, so that every reader of step_config.json can take it"
+        self.problems.append(Diagnostic("E0010", "error", message, span, help))
+        return 0
 
     def mode(self, c: Children) -> ast.Mode:
         return ast.Mode("learn_code", self._span(c[0], c[-1]))

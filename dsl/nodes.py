@@ -7,12 +7,16 @@ here gets a generated `__init__` that writes its slots directly, and shared
 `__eq__`/`__hash__`/`__repr__`; assignment after construction raises. Fields are
 declared as in a dataclass, and `dataclasses.field(compare=False)` leaves a field
 (a span, a layout fact) out of equality. Type checkers read it as a frozen dataclass.
+A `functools.cached_property` (a view derived from the fields, like a workflow's
+steps) is computed on first use and kept in a slot of its own, outside equality.
 """
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import MISSING, Field, FrozenInstanceError, field
+from functools import cached_property
 from typing import Any, TypeVar, dataclass_transform
 
 _C = TypeVar("_C", bound=type)
@@ -39,7 +43,10 @@ def node(cls: _C) -> _C:
             compared.append(name)
     body.pop("__dict__", None)
     body.pop("__weakref__", None)
-    body["__slots__"] = tuple(names)
+    cached = {n: v.func for n, v in body.items() if isinstance(v, cached_property)}
+    for name in cached:
+        del body[name]
+    body["__slots__"] = (*names, *(f"_cached_{n}" for n in cached))
     slotted = type(cls)(cls.__name__, cls.__bases__, body)
     setters = {f"_set_{n}": getattr(slotted, n).__set__ for n in names}
     params = ", ".join(f"{n}=_default_{n}" if n in defaults else n for n in names)
@@ -55,9 +62,30 @@ def node(cls: _C) -> _C:
         "__match_args__": tuple(names),
         **_METHODS,
     }
+    for name, compute in cached.items():
+        attributes[name] = _Cached(getattr(slotted, f"_cached_{name}"), compute)
     for name, value in attributes.items():
         type.__setattr__(slotted, name, value)
     return slotted
+
+
+class _Cached:
+    """A derived view computed once per node and kept in its slot (frozen nodes have no
+    `__dict__` for `cached_property` to use)."""
+
+    def __init__(self, slot: Any, compute: Callable[[Any], Any]) -> None:
+        self.slot, self.compute = slot, compute
+        self.__doc__ = compute.__doc__
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        try:
+            return self.slot.__get__(instance, owner)
+        except AttributeError:
+            value = self.compute(instance)
+            self.slot.__set__(instance, value)
+            return value
 
 
 def _key(self: Any) -> tuple[Any, ...]:

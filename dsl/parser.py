@@ -4,6 +4,9 @@ The fast path is one LALR pass whose callbacks build the AST directly. Only when
 fails does `dsl.recovery` parse again, in error mode, to report every syntax error.
 The parser is built once per process and shared; parses are serialised by a lock
 because the callbacks write their positions and problems onto one builder.
+Text holding a lone surrogate is refused before parsing, and a tree whose routes
+nest deeper than `MAX_ROUTE_DEPTH` after it: every later stage may then recurse
+over routes without meeting Python's recursion limit.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from lark.exceptions import UnexpectedInput
 from . import ast
 from .builder import Builder
 from .diagnostics import Diagnostic, SourceError, has_errors, sort_key
+from .encoding import lone_surrogate
 from .grammar import load_parser
 from .nodes import replace
 from .recovery import Recovery
@@ -26,6 +30,7 @@ _LOCK = threading.Lock()
 _BUILDER = Builder()
 _COMMENTS: list[Token] = []
 _PARSER: list[Lark] = []
+MAX_ROUTE_DEPTH = 32  # routes inside routes; real workflows nest two or three
 
 
 class ParseResult(NamedTuple):
@@ -59,6 +64,9 @@ def try_parse(text: str, path: str | None = None) -> ParseResult:
     """Parse without raising: for tools that show diagnostics themselves."""
     path = path or "<string>"
     text = normalize(text)
+    surrogate = lone_surrogate(text, path)
+    if surrogate is not None:
+        return ParseResult(None, (surrogate,))
     with _LOCK:
         parser = _parser()
         _BUILDER.reset(path)
@@ -73,7 +81,8 @@ def try_parse(text: str, path: str | None = None) -> ParseResult:
             syntax = Recovery(parser, text, path).run()
         problems = list(dict.fromkeys(_BUILDER.problems))
         comments = list(_COMMENTS)
-    diagnostics = tuple(sorted([*syntax, *problems], key=sort_key))
+    too_deep = route_depth_problem(workflow) if workflow is not None else None
+    diagnostics = tuple(sorted([*syntax, *problems, *filter(None, [too_deep])], key=sort_key))
     if workflow is None or has_errors(diagnostics):
         return ParseResult(None, diagnostics)
     return ParseResult(_with_comments(workflow, comments, text, path), diagnostics)
@@ -85,6 +94,27 @@ def parse(text: str, path: str | None = None) -> ast.Workflow:
     if result.workflow is None:
         raise SourceError(result.diagnostics, {path or "<string>": normalize(text)})
     return result.workflow
+
+
+def route_depth_problem(workflow: ast.Workflow) -> Diagnostic | None:
+    """An error at the first route nested deeper than `MAX_ROUTE_DEPTH`, if any (iterative:
+    the tree may be far deeper than Python's recursion limit)."""
+    for top in workflow.steps:
+        deepest, first = 0, None
+        stack = [(top, 0)]
+        while stack:
+            step, depth = stack.pop()
+            for item in reversed(step.items):
+                if isinstance(item, ast.Route):
+                    deepest = max(deepest, depth + 1)
+                    if depth == MAX_ROUTE_DEPTH and first is None:
+                        first = item
+                    stack.append((item.step, depth + 1))
+        if first is not None:
+            message = f"routes nest {deepest} deep here; at most {MAX_ROUTE_DEPTH}"
+            help = "a route's step may have routes of its own, but not this many levels deep"
+            return Diagnostic("E0108", "error", message, first.span.to(first.id.span), help)
+    return None
 
 
 def _with_comments(workflow: ast.Workflow, tokens: list[Token], text: str, path: str) -> ast.Workflow:

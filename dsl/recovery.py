@@ -24,10 +24,12 @@ from .diagnostics import Diagnostic
 from .nodes import node
 from .spans import Span, end_of_text
 from .wording import (
+    FORMS,
     ITEMS,
     STEP_KINDS,
     describe_expected,
     describe_found,
+    missing_slot,
     suggest_keyword,
     terminal_literals,
 )
@@ -46,6 +48,7 @@ _UNCLOSED_STRING_HELP = (
     'close it with `"` on the same line, or write text over several lines as a block string `"""..."""`'
 )
 _ID_HELP = "a name is lowercase letters, digits, `_` and `-`, and starts with a letter"
+_MAX_HEAD = 48  # characters of an incomplete construct quoted in a message
 
 
 @node
@@ -130,11 +133,6 @@ class Recovery:
         start = state.line_ctr.char_pos
         if end > start:
             state.line_ctr.feed(self.text[start:end])
-
-    def _position(self) -> int:
-        state = self.ip.lexer_thread.state
-        assert state is not None
-        return int(state.line_ctr.char_pos)
 
     def _track(self, token: Token) -> None:
         if token.type == "LBRACE":
@@ -313,29 +311,72 @@ class Recovery:
             return
         found = describe_found(token.type, str(token), self.literal)
         help: str | None
+        span = end_of_text(self.path, self.text) if token.type == "$END" else self._span(token)
+        incomplete = self._incomplete(token, expected)
         if expected <= _END:
             message = f"expected end of file after the workflow's closing `}}`, found {found}"
             help = "a file holds one workflow; remove what follows its closing `}`"
+        elif incomplete is not None:
+            what, usage, span = incomplete
+            message = f"expected {what}, found {found}"
+            help = self._found_help(token, expected) or usage
         else:
             message = f"expected {describe_expected(expected, self.literal)}, found {found}"
             help = self._help(token, expected)
-        span = end_of_text(self.path, self.text) if token.type == "$END" else self._span(token)
         self._add("E0001", message, span, help)
 
-    def _help(self, token: Token, expected: set[str]) -> str | None:
+    def _incomplete(self, token: Token, expected: set[str]) -> tuple[str, str, Span] | None:
+        """When `token` interrupts a keyword's arguments: what is missing (with what was
+        written), the keyword's usage, and where to point (at what was written, when the
+        token that cut it short stands on a later line)."""
+        opened = self._open_construct()
+        if opened is None:
+            return None
+        keyword, parts = opened
+        form = FORMS[keyword.type]
+        slot = missing_slot(form, [p.type if isinstance(p, Token) else "" for p in parts], expected)
+        if slot is None:
+            return None
+        written = [keyword, *(t for p in parts for t in _tokens(p))]
+        usage = slot.help or f"`{keyword}` takes {form.usage}: `{form.example}`"
+        if any(not isinstance(p, Token | lark.Tree) for p in parts):  # a step inside a route
+            return f"{slot.phrase} to close `{keyword} {written[1]}`", usage, self._span(token)
+        last = written[-1]
+        head = " ".join(self.text[keyword.start_pos : last.end_pos].split())
+        if len(head) > _MAX_HEAD:
+            head = head[: _MAX_HEAD - 1].rstrip() + "…"
+        span = self._span(token)
+        cut_short = token.type != "$END" and (last.end_line or 0) < (token.line or 0)
+        if cut_short and keyword.line == last.end_line:  # point at what the next line cut short
+            span = self._span(keyword).to(self._span(last))
+        return f"{slot.phrase} after `{head}`", usage, span
+
+    def _open_construct(self) -> tuple[Token, list[object]] | None:
+        """The innermost keyword on the parser's stack that takes arguments, and what
+        follows it there (tokens, and nodes built from nested constructs)."""
+        values = self.ip.parser_state.value_stack
+        for index in range(len(values) - 1, -1, -1):
+            value = values[index]
+            if isinstance(value, Token) and value.type in FORMS:
+                return value, list(values[index + 1 :])
+        return None
+
+    def _found_help(self, token: Token, expected: set[str]) -> str | None:
+        """Help about the token itself: a misspelt keyword, `end` where a name belongs."""
         if _WORD.fullmatch(token):
             keyword = suggest_keyword(str(token), expected, self.literal)
             if keyword is not None:
                 return f"did you mean `{keyword}`?"
-        if token.type in STEP_KINDS and ITEMS & expected:
-            return 'a step inside a step is written in a route: `route ID "Name" when "..." { ... }`'
         if "ID" in expected and token.type == "END":
             return "`end` always means the end of the workflow; it cannot be used as a name"
-        opener = self._open_header()
-        if opener is not None and expected == {"ID"} and token.type in {"STRING", "BLOCK_STRING"}:
-            return f'a name comes before the title: `{opener} my-name "Title" {{ ... }}`'
-        if opener is not None and expected == {"STRING"}:
-            return f'a title comes after the name: `{opener} my-name "Title" {{ ... }}`'
+        return None
+
+    def _help(self, token: Token, expected: set[str]) -> str | None:
+        found = self._found_help(token, expected)
+        if found is not None:
+            return found
+        if token.type in STEP_KINDS and ITEMS & expected:
+            return 'a step inside a step is written in a route: `route ID "Name" when "..." { ... }`'
         if "COMMA" in expected and token.type == "STRING":
             return "separate the strings with `,`"
         if self.names.get("=>") in expected:
@@ -348,13 +389,6 @@ class Recovery:
         where = f"{opener.span.line}:{opener.span.column}"
         self._add("E0002", f"this `{{` opened at {where} is never closed", opener.span, help)
 
-    def _open_header(self) -> str | None:
-        """The keyword of a `workflow`, step or `route` header the parser is inside of."""
-        for value in reversed(self.ip.parser_state.value_stack[-2:]):
-            if isinstance(value, Token) and value.type in _OPENERS - {"TASKS"}:
-                return str(value)
-        return None
-
     def _add(self, code: str, message: str, span: Span, help: str | None) -> None:
         self.diagnostics.append(Diagnostic(code, "error", message, span, help))
 
@@ -364,6 +398,15 @@ class Recovery:
     def _line_column(self, position: int) -> tuple[int, int]:
         line = self.text.count("\n", 0, position) + 1
         return line, position - (self.text.rfind("\n", 0, position) + 1) + 1
+
+
+def _tokens(value: object) -> list[Token]:
+    """The tokens of a value on the parser's stack (an inlined rule's are in a tree)."""
+    if isinstance(value, Token):
+        return [value]
+    if isinstance(value, lark.Tree):
+        return [t for child in value.children for t in _tokens(child)]
+    return []
 
 
 def _show_char(char: str) -> str:

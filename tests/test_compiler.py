@@ -244,3 +244,29 @@ def test_write_atomically_fills_a_spare_or_makes_a_temporary(tmp_path: Path) -> 
     write_atomically(target, "second\n", spare)
     assert target.read_text() == "second\n"
     assert sorted(p.name for p in target.parent.iterdir()) == ["a.json"]
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_each_schema_says_its_dialect_and_identity(name: str) -> None:
+    published = json.loads(schema(name))
+    assert list(published)[:2] == ["$schema", "$id"]
+    assert published["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert published["$id"] == f"urn:todoflow:schema:{name}"
+    jsonschema.Draft202012Validator.check_schema(published)
+
+
+def test_todo_times_are_date_times_that_a_validator_checks() -> None:
+    published = json.loads(schema("todos"))
+    item = published["$defs"]["TodoItem"]["properties"]["created_at"]
+    assert item["format"] == "date-time"
+    todo = {"id": "todo_1", "title": "T", "status": "pending", "created_at": "yesterday"}
+    todos = {
+        "step_id": "s",
+        "objective": "o",
+        "todos": [{**todo, "updated_at": "2024-01-25T10:05:00Z"}],
+        "summary": {"total": 1, "completed": 0, "in_progress": 0, "open": 1},
+    }
+    with pytest.raises(jsonschema.ValidationError, match="yesterday"):
+        jsonschema.validate(todos, published)
+    todos["todos"][0]["created_at"] = "2024-01-25T10:00:00.125+02:00"
+    jsonschema.validate(todos, published)

@@ -45,7 +45,7 @@ def test_warning_source_diagnostics(path: Path, snapshot: SnapshotAssertion) -> 
 def test_several_independent_errors_are_each_reported_once() -> None:
     path = next(p for p in INVALID if p.name == "several-errors.todoflow")
     result = _analyze(path)
-    assert [d.span.line for d in result.diagnostics] == [3, 7, 11, 12, 15, 18]
+    assert [d.span.line for d in result.diagnostics] == [3, 6, 10, 12, 15, 18]
 
 
 def test_every_documented_code_has_a_fixture_and_every_code_is_documented() -> None:
@@ -54,5 +54,6 @@ def test_every_documented_code_has_a_fixture_and_every_code_is_documented() -> N
     assert produced - documented == set()
     assert documented - produced <= {
         "E0007",
+        "E0008",
         "E0009",
-    }  # not UTF-8; too many errors: tested in test_cli/test_properties
+    }  # not UTF-8; a lone surrogate; too many errors: tested in test_cli/test_hostile_input/test_properties

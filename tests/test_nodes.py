@@ -44,3 +44,16 @@ def test_pattern_matching_by_position() -> None:
             assert value == "end"
         case _:
             pytest.fail("no match")
+
+
+def test_derived_views_of_a_node_are_computed_once() -> None:
+    # `Workflow.steps` rebuilt on every call made checking quadratic in the number of steps
+    step = ast.Step("regular", ast.Name("a", *HERE), ast.Text("A", *HERE), (), HERE)
+    default = ast.MaxTurns(3, HERE)
+    workflow = ast.Workflow(ast.Name("w", *HERE), ast.Text("W", *HERE), (default, step), HERE)
+    assert workflow.steps == (step,) and workflow.steps is workflow.steps
+    assert workflow.defaults == (default,) and workflow.defaults is workflow.defaults
+    tasks = ast.Tasks((), HERE)
+    assert tasks.tasks is tasks.tasks and tasks.constraints is tasks.constraints
+    assert workflow == ast.Workflow(ast.Name("w", *THERE), ast.Text("W", *THERE), (default, step), THERE)
+    assert "steps" not in repr(workflow)

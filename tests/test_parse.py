@@ -84,8 +84,8 @@ def test_keywords_are_contextual() -> None:
 def test_keyword_is_a_whole_word() -> None:
     result = try_parse('workflow w "W" { prompt worker "x" }')
     assert [d.message for d in result.diagnostics] == [
-        "expected a prompt kind: `orchestrator_system`, `orchestrator_user`, `intake`, `work`, "
-        "`revise` or `sub_agent`, found `worker`"
+        "expected a prompt kind (`orchestrator_system`, `orchestrator_user`, `intake`, `work`, "
+        "`revise` or `sub_agent`) after `prompt`, found `worker`"
     ]
 
 

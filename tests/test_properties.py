@@ -14,6 +14,7 @@ from todoflow.dsl.formatter import format_source
 from todoflow.dsl.strings import quote, quote_block
 
 from .conftest import EXAMPLES
+from .test_fuzz import mutate
 
 NAMES = st.from_regex(r"[a-z][a-z0-9_-]{0,6}", fullmatch=True).filter(lambda n: n != "end")
 VALUES = st.text(st.characters(blacklist_categories=("Cs",)), max_size=24)
@@ -114,25 +115,7 @@ SEEDS = [path.read_text(encoding="utf-8") for path in EXAMPLES]
 
 @st.composite
 def mutants(draw: st.DrawFn) -> str:
-    text = draw(st.sampled_from(SEEDS))
-    for _ in range(draw(st.integers(1, 4))):
-        cut = draw(st.integers(0, len(text)))
-        size = draw(st.integers(0, 40))
-        action = draw(st.sampled_from(["delete", "duplicate", "swap", "truncate", "insert"]))
-        if action == "delete":
-            text = text[:cut] + text[cut + size :]
-        elif action == "duplicate":
-            text = text[:cut] + text[cut : cut + size] + text[cut:]
-        elif action == "swap":
-            other = draw(st.integers(0, len(text)))
-            a, b = sorted((cut, other))
-            text = text[:a] + text[b : b + size] + text[a + size : b] + text[a : a + size] + text[b + size :]
-        elif action == "truncate":
-            text = text[:cut]
-        else:
-            noise = draw(st.text(st.characters(blacklist_categories=("Cs",)), max_size=8))
-            text = text[:cut] + noise + text[cut:]
-    return text
+    return mutate(draw, draw(st.sampled_from(SEEDS)))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

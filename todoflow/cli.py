@@ -63,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument(
         "-o", "--output", required=True, metavar="DIR", help="output folder (`-`: plan.json to stdout)"
     )
+    compile_.add_argument(
+        "--force",
+        action="store_true",
+        help="write into a folder holding files todoflow did not write (they are left as they are)",
+    )
 
     graph = commands.add_parser("graph", help="draw the workflow: its checklist machine, or its plan canvas")
     graph.add_argument("file", metavar="FILE", help="the workflow")
@@ -90,8 +95,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--step-config", metavar="FILE", help="step_config.json (default: beside the plan)"
     )
     decompile.add_argument("-o", "--output", metavar="FILE", help="write the source here (default: stdout)")
-    decompile.add_argument("--id", metavar="ID", help="the workflow id (default: from the file name)")
-    decompile.add_argument("--title", metavar="TITLE", help="the workflow title")
+    decompile.add_argument(
+        "--id",
+        metavar="ID",
+        help="the workflow id (default: from todoflow-manifest.json beside the plan, "
+        "else the file's name, or for plan.json its folder's)",
+    )
+    decompile.add_argument(
+        "--title", metavar="TITLE", help="the workflow title (default: from todoflow-manifest.json)"
+    )
 
     migrate = commands.add_parser("migrate", help="migrate a legacy nested plan to the flat format")
     migrate.add_argument("plan", metavar="PLAN.json")
@@ -111,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands: dict[str, Callable[[], int]] = {
         "check": lambda: _check(args.files, args.format),
         "fmt": lambda: _fmt(args.files, args.check),
-        "compile": lambda: _compile(args.file, args.output),
+        "compile": lambda: _compile(args.file, args.output, args.force),
         "graph": lambda: _graph(args.file, args.view, args.format, args.direction, args.step),
         "schema": lambda: _schema(args.name),
         "run": lambda: runs.run(args),
@@ -165,8 +177,9 @@ def _report(analysis: Analysis) -> bool:
     return analysis.workflow is not None
 
 
-def _compile(path: str, output: str) -> int:
-    from todoflow.compiler.artifacts import emit, write
+def _compile(path: str, output: str, force: bool) -> int:
+    from todoflow.compiler.artifacts import emit
+    from todoflow.compiler.output import write_folder
 
     analysis = _analyze(path)
     if not _report(analysis):
@@ -176,8 +189,9 @@ def _compile(path: str, output: str) -> int:
     if output == "-":
         sys.stdout.write(artifacts.file("plan.json"))
         return EXIT_OK
-    written = write(artifacts, Path(output))
-    print(f"compiled {display_name(path)}: {len(written)} files in {output}", file=sys.stderr)
+    written = write_folder(analysis.workflow, artifacts, Path(output), force)
+    for line in written.report(display_name(path), output):
+        print(line, file=sys.stderr)
     return EXIT_OK
 
 
@@ -231,26 +245,35 @@ def _read(path: Path) -> str:
 
 
 def _decompile(args: argparse.Namespace) -> int:
-    import re
+    from todoflow.compiler.decompile import decompile_text, workflow_names
+    from todoflow.compiler.files import write_atomically
+    from todoflow.compiler.output import read_manifest
+    from todoflow.compiler.prompt_files import read_prompt_files
 
-    from todoflow.compiler.decompile import decompile_text
-
-    plan_text = _read(Path(args.plan))
+    plan = Path(args.plan)
+    plan_text = _read(plan)
     config_path = _beside(args.plan, args.step_config, "step_config.json")
     config_text = _read(config_path) if config_path else None
-    stem = Path(args.plan).resolve().parent.name if Path(args.plan).stem == "plan" else Path(args.plan).stem
-    workflow_id = args.id or (re.sub(r"[^a-z0-9_-]+", "-", stem.lower()).strip("-_") or "workflow")
-    if not workflow_id[0].isalpha():
-        workflow_id = f"w-{workflow_id}"
-    title = args.title or f"Decompiled from {Path(args.plan).name}"
+    named_by = "the folder's name" if plan.stem == "plan" else "the file's name"
+    name = plan.resolve().parent.name if plan.stem == "plan" else plan.stem
+    names = workflow_names(args.plan, name, named_by, read_manifest(plan.parent), args.id, args.title)
+    shown = str(plan.parent) if str(plan.parent) != "." else ""
+    prompts, unread = read_prompt_files(plan.parent, shown)
     result = decompile_text(
-        plan_text, args.plan, config_text, str(config_path or "step_config.json"), workflow_id, title
+        plan_text,
+        args.plan,
+        config_text,
+        str(config_path or "step_config.json"),
+        names.workflow_id,
+        names.title,
+        prompts,
     )
-    sys.stderr.write(render_all(result.diagnostics, {args.plan: plan_text}))
     if result.source is None:
+        sys.stderr.write(render_all(result.diagnostics, {args.plan: plan_text}))
         return EXIT_ERRORS
+    sys.stderr.write(render_all([*names.warnings, *unread, *result.diagnostics], {args.plan: plan_text}))
     if args.output:
-        Path(args.output).write_text(result.source, encoding="utf-8")
+        write_atomically(Path(args.output), result.source)
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(result.source)
@@ -272,17 +295,21 @@ def _migrate(args: argparse.Namespace) -> int:
         return EXIT_ERRORS
     if migration.nothing_to_do:
         print(f"{plan} already in flat format")
-        return EXIT_OK
     for line in migration.changes:
         print(line)
+    for line in migration.warnings:
+        print(f"warning: {line}")
     for line in migration.conflicts:
         print(f"conflict: {line}")
+    status = EXIT_ERRORS if migration.conflicts else EXIT_OK  # left for a person: on every run
+    if migration.nothing_to_do:
+        return status
     if not args.write:
         print("dry run: nothing written; run again with --write to apply (each file keeps a .bak)")
-        return EXIT_OK
+        return status
     apply(migration)
     print(f"migrated {plan}" + (f" and {config}" if config and config in migration.files else ""))
-    return EXIT_OK
+    return status
 
 
 def _lsp() -> int:

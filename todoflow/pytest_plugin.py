@@ -4,15 +4,21 @@
         todoflow_snapshot("flows/release.todoflow")
 
 The `todoflow_snapshot` fixture compiles the workflow (failing the test with every
-diagnostic if it does not compile) and compares, with syrupy, its plan.json,
-step_config.json, the machine's transition table and its Mermaid diagram against
-the stored snapshots; `pytest --snapshot-update` writes them. Installed as a
-`pytest11` entry point, so no conftest is needed. See docs/testing.md.
+diagnostic if it does not compile) and compares each artifact, as readable text in a
+snapshot file of its own, with syrupy: plan.json, step_config.json, the machine's
+transition table, and the checklists' ordering with the dependencies and notes behind
+it. The source's hash is left out, so an edit of comments or layout changes nothing.
+Every artifact is compared before the test fails, and the failure shows each changed
+artifact's whole diff; `pytest --snapshot-update` writes them. Installed as a `pytest11`
+entry point, so no conftest is needed. See docs/testing.md.
 """
 
 from __future__ import annotations
 
+import difflib
+import json
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -20,27 +26,132 @@ import pytest
 
 SnapshotWorkflow = Callable[[str | Path], None]
 
+# artifact -> the suffix of its snapshot file
+ARTIFACTS = {"plan.json": "json", "step_config.json": "json", "machine": "md", "ordering": "txt"}
+_NO_SYRUPY = (
+    "todoflow_snapshot compares artifacts with syrupy's `snapshot` fixture, which this test "
+    "session does not have: pip install syrupy (and do not disable its plugin)"
+)
+
 
 @pytest.fixture
-def todoflow_snapshot(snapshot: Any, request: pytest.FixtureRequest) -> SnapshotWorkflow:
+def todoflow_snapshot(request: pytest.FixtureRequest) -> SnapshotWorkflow:
     """Compile a `.todoflow` file and assert its artifacts match the snapshots."""
-    from todoflow.api import compile
-    from todoflow.compiler.diagrams import markdown
+    from todoflow.api import Compiled
+    from todoflow.compiler.analysis import analyze_file
 
+    snapshot = _syrupy_snapshot(request)
+    if snapshot is None:  # failing outside the lookup's `except` keeps the message alone
+        pytest.fail(_NO_SYRUPY, pytrace=False)
     root = request.config.rootpath
 
     def check(path: str | Path) -> None:
         file = Path(path)
         shown = file.resolve().relative_to(root) if file.resolve().is_relative_to(root) else file
-        compiled = compile(file, path=shown.as_posix())
+        compiled = Compiled(analyze_file(file, shown.as_posix()))
         if not compiled.ok:
             pytest.fail(f"{shown} does not compile:\n" + _render(compiled), pytrace=False)
-        assert compiled.plan == snapshot(name="plan.json")
-        assert compiled.step_config == snapshot(name="step_config.json")
-        assert markdown(compiled.artifacts.machine) == snapshot(name="machine")
-        assert compiled.mermaid == snapshot(name="mermaid")
+        changed = [
+            difference
+            for name, text in artifacts(compiled).items()
+            if (difference := _compare(snapshot, name, text)) is not None
+        ]
+        if changed:
+            count = f"{len(changed)} artifact{'s differ' if len(changed) > 1 else ' differs'}"
+            head = f"{shown}: {count} from the snapshots (`pytest --snapshot-update` takes the new ones)"
+            pytest.fail("\n\n".join([head, *changed]), pytrace=False)
 
     return check
+
+
+def _syrupy_snapshot(request: pytest.FixtureRequest) -> Any:
+    try:
+        return request.getfixturevalue("snapshot")
+    except pytest.FixtureLookupError:
+        return None
+
+
+def artifacts(compiled: Any) -> dict[str, str]:
+    """Each pinned artifact as the text its snapshot holds."""
+    from todoflow.compiler.diagrams import markdown
+
+    return {
+        "plan.json": _without_hash(compiled.artifacts.file("plan.json")),
+        "step_config.json": _without_hash(compiled.artifacts.file("step_config.json")),
+        "machine": markdown(compiled.artifacts.machine),
+        "ordering": ordering(compiled),
+    }
+
+
+def _without_hash(text: str) -> str:
+    """The file without `source_sha256`: the hash changes with every comment."""
+    data = json.loads(text)
+    data.pop("source_sha256", None)
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def ordering(compiled: Any) -> str:
+    """Every ready checklist in its final order, each task with what it comes after and
+    its constraints, then the notes of the tasks the dependencies moved."""
+    lines = []
+    for step in compiled.workflow.all_steps():
+        if step.tasks is None:
+            continue
+        lines.append(f"{step.id}: {len(step.tasks)} task{'s' if len(step.tasks) != 1 else ''}")
+        for task in step.tasks:
+            label = f"{task.label}: " if task.label else ""
+            lines.append(f"  {task.position}. {label}{_line(task.action)} => {_line(task.expected_result)}")
+            if task.after:
+                lines.append(f"       after {', '.join(task.after)}")
+            lines += [f"       constraint: {_line(c)}" for c in task.constraints]
+    notes = [d.message for d in compiled.diagnostics if d.code == "N0301"]
+    if notes:
+        lines += ["", "notes:", *(f"  {note}" for note in notes)]
+    return "\n".join(lines or ["no ready checklist: every orchestrator composes its own"]) + "\n"
+
+
+def _line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _compare(snapshot: Any, name: str, text: str) -> str | None:
+    """None when the artifact matches its snapshot (or the run writes snapshots), else
+    what to show: the whole diff, or that there is no snapshot yet."""
+    assertion = snapshot.use_extension(_extension(ARTIFACTS[name]))
+    if assertion(name=name.removesuffix(".json")) == text:  # recorded by syrupy; never raises
+        return None
+    stored = assertion.extension.read
+    if stored is None:
+        return f"{name}: no snapshot yet"
+    diff = difflib.unified_diff(
+        stored.splitlines(keepends=True),
+        text.splitlines(keepends=True),
+        f"{name} (snapshot)",
+        f"{name} (compiled now)",
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in diff).rstrip("\n")
+
+
+@cache
+def _extension(suffix: str) -> type[Any]:
+    """A syrupy extension writing one text file per artifact, remembering what it read."""
+    from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+
+    class ArtifactSnapshot(SingleFileSnapshotExtension):
+        _write_mode = WriteMode.TEXT
+        file_extension = suffix
+        read: str | None = None
+
+        def read_snapshot_data_from_location(
+            self, *, snapshot_location: str, snapshot_name: str, session_id: str
+        ) -> Any:
+            self.read = super().read_snapshot_data_from_location(
+                snapshot_location=snapshot_location, snapshot_name=snapshot_name, session_id=session_id
+            )
+            return self.read
+
+    ArtifactSnapshot.__name__ = ArtifactSnapshot.__qualname__ = f"ArtifactSnapshot_{suffix}"
+    return ArtifactSnapshot
 
 
 def _render(compiled: Any) -> str:

@@ -46,6 +46,11 @@ def mermaid_text(text: str) -> str:
 def mermaid(machine: Machine, direction: str = "LR") -> str:
     lines = ["stateDiagram-v2", f"    direction {direction}"]
     inner = {c.id for s in machine.all_states() for c in s.children}
+    owner = {c.id: s.id for s in machine.all_states() for c in s.children}
+    inside: dict[str, list[MachineTransition]] = {}  # compound id -> its children's transitions
+    for transition in machine.transitions:
+        if transition.source in owner:
+            inside.setdefault(owner[transition.source], []).append(transition)
 
     def emit(state: MachineState, depth: int) -> None:
         pad = "    " * depth
@@ -59,11 +64,9 @@ def mermaid(machine: Machine, direction: str = "LR") -> str:
         lines.append(f"{pad}    [*] --> {initial.id}")
         for child in state.children:
             emit(child, depth + 1)
-        ids = {c.id for c in state.children}
-        for transition in machine.transitions:
-            if transition.source in ids:
-                label = _mermaid_label(transition)
-                lines.append(f"{pad}    {transition.source} --> {transition.target} : {label}")
+        for transition in inside.get(state.id, []):
+            label = _mermaid_label(transition)
+            lines.append(f"{pad}    {transition.source} --> {transition.target} : {label}")
         for child in state.children:
             if child.final:
                 lines.append(f"{pad}    {child.id} --> [*]")

@@ -109,6 +109,7 @@ Locate = Callable[[int], Span]
 
 MAX_RANGE = 10_000  # items a template's `range` may make (a checklist holds at most 100 tasks)
 MAX_EXPONENT = 64  # `a ** b` is refused for a larger `b`: the result could fill the memory
+MAX_REPEAT = 1_000_000  # items or characters `text * n` may make (a prompt holds at most this)
 _LOADING_TAGS = {"Include": "include", "Import": "import", "FromImport": "import", "Extends": "extends"}
 
 
@@ -130,13 +131,17 @@ def _sandbox() -> type[SandboxedEnvironment]:
     from jinja2.sandbox import SandboxedEnvironment
 
     class Sandbox(SandboxedEnvironment):
-        intercepted_binops = frozenset({"**"})
+        intercepted_binops = frozenset({"**", "*"})
 
         def __init__(self, **options: Any) -> None:
             super().__init__(**options)
             self.globals["range"] = bounded_range
 
         def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            if operator == "*" and _repeated(left, right) > MAX_REPEAT:
+                raise SecurityError(
+                    f"a repetition of {_repeated(left, right):,} items; at most {MAX_REPEAT:,}"
+                )
             if operator == "**" and isinstance(right, int | float) and abs(right) > MAX_EXPONENT:
                 raise SecurityError(f"`** {right}`: an exponent of at most {MAX_EXPONENT}")
             try:
@@ -145,6 +150,18 @@ def _sandbox() -> type[SandboxedEnvironment]:
                 raise SecurityError(f"`{left!r} ** {right!r}` cannot be computed: {error}") from None
 
     return Sandbox
+
+
+def _repeated(left: Any, right: Any) -> int:
+    """How many items `left * right` makes when it repeats a sequence (0 for numbers)."""
+    for sequence, count in ((left, right), (right, left)):
+        if (
+            isinstance(sequence, str | list | tuple)
+            and isinstance(count, int)
+            and not isinstance(count, bool)
+        ):
+            return len(sequence) * max(count, 0)
+    return 0
 
 
 @cache

@@ -11,7 +11,6 @@ The CLI, the Python API and the MCP server read definitions here and start runs 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -108,7 +107,8 @@ def _definition(
 def _from_plan_files(path: Path) -> Reading:
     """plan.json (or a folder holding one), legacy nested steps flattened, beside it
     step_config.json and prompts/ if present."""
-    from todoflow.compiler.planfile import read_plan, read_step_config
+    from todoflow.compiler.planfile import read_plan, read_step_config, workflow_id_from_name
+    from todoflow.compiler.prompt_files import read_prompt_files
 
     file = path / "plan.json" if path.is_dir() else path
     text, problem = read_source(str(file))
@@ -126,24 +126,20 @@ def _from_plan_files(path: Path) -> Reading:
         found += problems
         if parsed is not None:
             files["step_config.json"] = parsed.to_json()
-    prompts = file.with_name("prompts")
-    for template in sorted(prompts.glob("*/*.j2")) if prompts.is_dir() else []:
-        files[f"prompts/{template.parent.name}/{template.name}"] = template.read_text(encoding="utf-8")
+    prompts, problems = read_prompt_files(file.parent, str(file.parent))  # confined: links out are left out
+    found += problems
+    for (step_id, kind), prompt in sorted(prompts.items()):
+        files[f"prompts/{step_id}/{kind}.j2"] = prompt.text
     sources = {str(file): text}
     if read.plan is None or has_errors(found):
         return Reading(None, tuple(found), sources)
-    workflow_id = _workflow_id(file.resolve().parent.name)
+    workflow_id = workflow_id_from_name(file.resolve().parent.name)
     title = f"{file.parent.name or workflow_id}/plan.json"
     try:
         definition = _definition(workflow_id, title, files, str(file.resolve()), text)
     except PlanError as error:
         raise PlanError(f"{file}: {error}") from None
     return Reading(definition, tuple(found), sources)
-
-
-def _workflow_id(name: str) -> str:
-    safe = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-_") or "plan"
-    return safe if safe[0].isalpha() else f"plan-{safe}"
 
 
 def ready_checklists(

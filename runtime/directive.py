@@ -414,10 +414,13 @@ def render(template: Template, kind: str, step: RunStep, context: dict[str, Any]
                 )
             parts.append(part)
         return "".join(parts)
-    except TemplateError as error:
+    except PromptError:
+        raise
+    except Exception as error:  # a template's own failure (ZeroDivisionError too): never a traceback
         line = getattr(error, "lineno", None) or _template_line(error.__traceback__)
         where = f"{template.name}, line {line}" if line else template.name
-        raise PromptError(f"the `{kind}` prompt of step `{step.id}` ({where}) failed: {error}") from None
+        problem = error if isinstance(error, TemplateError) else f"{type(error).__name__}: {error}"
+        raise PromptError(f"the `{kind}` prompt of step `{step.id}` ({where}) failed: {problem}") from None
 
 
 @lru_cache(maxsize=256)  # bounded: a server renders the templates of many runs

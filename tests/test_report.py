@@ -23,7 +23,7 @@ from todoflow.runtime.log import log_json
 from todoflow.runtime.report import Report, RunData, anchor, read_run, run_report
 from todoflow.runtime.report_html import render
 
-from .conftest import FIXTURES, run_cli
+from .conftest import EXAMPLES, FIXTURES, run_cli
 from .runtime_helpers import confirm, folder_digest, intake, start
 
 FLOW = """\
@@ -449,6 +449,33 @@ def test_report_writes_report_html_in_the_working_folder_by_default(run: Path, t
     done = run_cli("report", run.name, "--run-dir", str(run.parent), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "report.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_the_report_of_the_orchestrated_example_from_the_command_line(tmp_path: Path) -> None:
+    example = EXAMPLES[0].parent / "orchestrated.todoflow"
+    replies = example.parent / "replies" / "orchestrated.yaml"
+    (tmp_path / "workspace").mkdir()
+    ran = run_cli(
+        "run", str(example), "--agent", f"scripted:{replies}", "--run-dir", "runs",
+        "--workspace", "workspace", "--learnings", "learnings", cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    (run,) = [p.name for p in (tmp_path / "runs").iterdir()]
+    done = run_cli("report", run, "--run-dir", "runs", "-o", "-", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    page = done.stdout
+    for anchor_ in [
+        "step-publish",
+        "step-publish-task-4",
+        "step-publish-iteration-6",
+        f"learning-{run}.3a.5",
+    ]:
+        assert f'id="{anchor_}"' in page, anchor_
+    assert (
+        page.count('<article class="learning"') == 2
+    )  # the two routes' validated work; not the generic agent's
+    assert "prevalidation failed: `site/index.html` does not exist in the workspace" in page
+    assert page.count('class="who generic"') >= 1
 
 
 def test_report_errors_name_the_problem(run: Path, tmp_path: Path) -> None:

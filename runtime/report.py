@@ -23,11 +23,12 @@ from todoflow.compiler.canvas import Canvas, plan_canvas
 from todoflow.dsl.diagnostics import TodoflowError
 from todoflow.dsl.nodes import node
 
+from .entries import GENERIC, ORCHESTRATOR
 from .learnings import FILE, Learning, LearningError, Learnings
 from .plan import RunPlan, RunStep
 from .process import RunMeta
 
-ORCHESTRATOR, GENERIC, CALLER = "orchestrator", "generic", "caller"
+CALLER = "caller"  # the log's agent of a ready checklist passed on
 
 
 class ReportError(TodoflowError):
@@ -227,7 +228,7 @@ class Step:
     step_id: str
     title: str
     kind: str
-    number: int  # 1-based place in the plan
+    number: int  # its place in the run, 1-based: the plan canvas's number of the step
     completed: bool
     turns: int | None  # the orchestrator's turns, once complete
     tasks: tuple[TaskRow, ...]
@@ -302,7 +303,9 @@ def run_report(data: RunData) -> Report:
     """The report of a run: a pure function of what `read_run` gathered."""
     anchors = _Anchors()
     learned = {record.id: anchors("learning", record.id) for record in data.learnings}
-    steps = tuple(_step(data.plan, found, anchors, learned) for found in data.log["steps"])
+    steps = tuple(
+        _step(data.plan, found, number, anchors, learned) for number, found in enumerate(data.log["steps"], 1)
+    )
     recorded = {i.learning.learning_id: i.anchor for s in steps for i in s.iterations if i.learning}
     meta = data.meta
     return Report(
@@ -364,7 +367,9 @@ def who(step: RunStep, agent: str) -> Who:
     return Who("route", f"route {agent}" + (f" (sub-agent {route.step_id})" if route else ""))
 
 
-def _step(plan: RunPlan, found: Mapping[str, Any], anchors: _Anchors, learned: Mapping[str, str]) -> Step:
+def _step(
+    plan: RunPlan, found: Mapping[str, Any], number: int, anchors: _Anchors, learned: Mapping[str, str]
+) -> Step:
     step = plan.step(found["step_id"])
     own = anchors("step", step.id)
     numbers = {
@@ -381,7 +386,7 @@ def _step(plan: RunPlan, found: Mapping[str, Any], anchors: _Anchors, learned: M
         step_id=step.id,
         title=step.title,
         kind=step.kind,
-        number=step.index + 1,
+        number=number,
         completed=found["completed"],
         turns=found.get("turns"),
         tasks=tasks,

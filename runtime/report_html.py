@@ -190,7 +190,6 @@ def _task(task: TaskRow) -> str:
         when = f"<p>{_link(done.iteration, _time(done.at))}</p>" + when
     elif task.updated_at != task.created_at:
         when += f'<p class="note">updated {_time(task.updated_at)}</p>'
-
     priority = f' <span class="priority">{xml(task.priority)}</span>' if task.priority != "medium" else ""
     return (
         f'<tr id="{task.anchor}">'

@@ -65,7 +65,7 @@ bench: setup
 	$(BIN)/python -m bench.interop
 	$(BIN)/python -m bench.lsp
 
-# the pictures in docs/images: the release example's plan canvas and run card, drawn by Chromium
+# the pictures in docs/images: the release example's plan canvas, run card and run report, drawn by Chromium
 screenshots: setup
 	$(BIN)/python -m tests.screenshots docs/images
 

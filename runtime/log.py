@@ -7,11 +7,14 @@ prevalidation, the learning it recorded. A step's intake is its iteration 0; a r
 step's confirmation is its iteration 1. Built from the journal alone by replaying it
 (a pure function of the plan and the entries), so it is the same for every store and
 needs no derived file. `todoflow log` prints it; `--json` gives `log_json`'s shape,
-documented in docs/runtime.md.
+documented in docs/runtime.md. Each step also carries its checklist as it stands after
+its last entry (`todos`: todos.json's items, each with the confirmation that completed
+it), which the run report shows.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -33,9 +36,9 @@ from .entries import (
     entry_from_json,
     to_json,
 )
-from .events import learning_id
-from .plan import RunPlan
-from .state import ProcessState, actor, initial_state, leave, settle
+from .events import learning_id, todos
+from .plan import RunPlan, RunStep
+from .state import ProcessState, actor, initial_state, leave, settle, unchanged_prefix
 
 LOG_VERSION = 1
 
@@ -45,6 +48,7 @@ def log_json(
 ) -> dict[str, Any]:
     """The log of a run whose journal is `journal` (its lines' JSON, in order)."""
     steps: list[dict[str, Any]] = []
+    last: list[tuple[RunStep, ProcessState, Confirmations]] = []  # per step: what its todos are made of
     state = initial_state(plan, started_at)
     for data in journal:
         entry = entry_from_json(data)
@@ -61,12 +65,51 @@ def log_json(
                     "iterations": [],
                 }
             )
-        _add(steps[-1]["iterations"], state, settled, entry, process_id)
+            last.append((step, settled, {}))
+        number = _add(steps[-1]["iterations"], state, settled, entry, process_id)
+        last[-1] = (step, settled, _confirmations(last[-1][2], state, entry, number))
         steps[-1]["completed"] = settled.step_complete
         if settled.step_complete:
             steps[-1]["turns"] = settled.turns
         state = leave(plan, settled, entry.at)
+    for found, (step, settled, confirmed) in zip(steps, last, strict=True):
+        found["todos"] = _todos(step, settled, confirmed)
     return {"version": LOG_VERSION, "process_id": process_id, "completed": state.finished, "steps": steps}
+
+
+Confirmations = dict[int, dict[str, Any]]  # position -> the confirmation that completed it
+
+
+def _confirmations(done: Confirmations, before: ProcessState, entry: Entry, iteration: int) -> Confirmations:
+    """Who completed each position of the current list, and how, after `entry`."""
+    match entry:
+        case Confirm():
+            return done | {entry.position: _confirmation(entry, iteration, ORCHESTRATOR)}
+        case SubAgentDone() if entry.passed:
+            return done | {entry.position: _confirmation(entry, iteration, entry.agent)}
+        case Revise():  # positions past the prefix it keeps start again (as `settle` resets their results)
+            kept = unchanged_prefix(before, entry.tasks, entry.resume_from_task)
+            return {position: found for position, found in done.items() if position <= kept}
+        case SubmitTasks():
+            return {}
+    return done
+
+
+def _confirmation(entry: Confirm | SubAgentDone, iteration: int, agent: str) -> dict[str, Any]:
+    return {
+        "seq": entry.seq,
+        "at": entry.at,
+        "iteration": iteration,
+        "agent": agent,
+        "evidence": entry.evidence,
+    }
+
+
+def _todos(step: RunStep, settled: ProcessState, confirmed: Confirmations) -> list[dict[str, Any]]:
+    """The step's checklist as todos.json holds it, each item with its `confirmation`
+    (None: not confirmed; a revision may count a task done that nobody confirmed)."""
+    items: list[dict[str, Any]] = json.loads(todos(step, settled))["todos"]
+    return [item | {"confirmation": confirmed.get(index)} for index, item in enumerate(items, start=1)]
 
 
 def _add(
@@ -75,8 +118,8 @@ def _add(
     settled: ProcessState,
     entry: Entry,
     process_id: str,
-) -> None:
-    """Fold one entry into its step's iterations."""
+) -> int:
+    """Fold one entry into its step's iterations; the number of the iteration it joined."""
     number = _iteration(before, settled, entry)
     found = next((i for i in iterations if i["iteration"] == number), None)
     if found is None:
@@ -146,6 +189,7 @@ def _add(
         case LlmCall():
             call = {k: v for k, v in to_json(entry).items() if k not in ("seq", "by", "step", "type")}
             found.setdefault("llm_calls", []).append(call)
+    return number
 
 
 def _iteration(before: ProcessState, settled: ProcessState, entry: Entry) -> int:

@@ -231,7 +231,7 @@ def settle(plan: RunPlan, state: ProcessState, entry: Entry) -> ProcessState:
         case Teleport():
             return _moved(step, counted, "teleport_revise_tasks", state.position)
         case Revise():
-            kept = _unchanged_prefix(state, entry.tasks, entry.resume_from_task)
+            kept = unchanged_prefix(state, entry.tasks, entry.resume_from_task)
             results = (*progress.results[:kept], *(PENDING,) * (len(entry.tasks) - kept))
             times = (*state.times[:kept], *((at, at),) * (len(entry.tasks) - kept))
             progress = Progress(entry.progress_checklist_outcome, entry.progress_execution_outcome, results)
@@ -319,7 +319,7 @@ def _touched(state: ProcessState, position: int, at: str) -> tuple[tuple[str, st
     return (*state.times[:index], (state.times[index][0], at), *state.times[index + 1 :])
 
 
-def _unchanged_prefix(state: ProcessState, tasks: tuple[Task, ...], resume: int) -> int:
+def unchanged_prefix(state: ProcessState, tasks: tuple[Task, ...], resume: int) -> int:
     """How many leading tasks were done before and stay done, unchanged."""
     limit = min(state.position - 1, resume - 1, len(tasks))
     kept = 0

@@ -1,9 +1,10 @@
 """`make screenshots`: the pictures in docs/images, drawn again from the release example.
 
 The plan canvas (html, LR) and the run card (SVG) of a scripted run of
-examples/release.todoflow, stopped at Task 3/4 and complete, each taken by headless
-Chromium (tests/chromium.py). Fixed process ids and a fixed clock, so the same code
-draws the same pictures.
+examples/release.todoflow, stopped at Task 3/4 and complete, and the report of a
+scripted run of examples/orchestrated.todoflow (its `publish` step), each taken by
+headless Chromium (tests/chromium.py). Fixed process ids, a fixed clock and the run's
+paths shown as relative ones, so the same code draws the same pictures on any machine.
 """
 
 from __future__ import annotations
@@ -18,36 +19,56 @@ import yaml
 import todoflow
 from todoflow.compiler.canvas import plan_canvas
 from todoflow.compiler.canvas_svg import html
+from todoflow.dsl.nodes import replace
 from todoflow.runtime import process
 from todoflow.runtime.agents import ScriptedAgent
 from todoflow.runtime.card import card_svg
+from todoflow.runtime.definition import read_definition
 from todoflow.runtime.driver import drive
+from todoflow.runtime.report import read_run, run_report
+from todoflow.runtime.report_html import render
 
 from .chromium import Browser, missing
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "release.todoflow"
-REPLIES = ROOT / "examples" / "replies" / "release.yaml"
+ORCHESTRATED = ROOT / "examples" / "orchestrated.todoflow"
 
 
-def _card(scratch: Path, process_id: str, replies: int | None) -> str:
-    """The card's SVG after the first `replies` scripted replies (all of them: None)."""
-    compiled = todoflow.compile(EXAMPLE, path="examples/release.todoflow")
-    compiled.raise_for_errors()
+def _run(scratch: Path, example: Path, process_id: str, replies: int | None = None) -> Path:
+    """The run folder of `example` after its first `replies` scripted replies (None: all)."""
+    definition = read_definition(example, f"examples/{example.name}").or_raise()
     workspace = scratch / process_id
     workspace.mkdir()
-    assert compiled.workflow is not None
-    meta = {"process_id": process_id, "title": compiled.workflow.title, "workspace": str(workspace)}
-    runs = scratch / "runs"
-    process.create(runs, compiled.artifacts, meta, clock=lambda: "2026-12-01T09:00:00.000Z")
-    engine, store = process.open_process(runs, process_id, clock=lambda: "2026-12-01T09:00:00.000Z")
-    script = yaml.safe_load(REPLIES.read_text(encoding="utf-8"))["replies"]
-    try:
+    engine = process.start(
+        definition,
+        scratch / "runs",
+        workspace=workspace,
+        learnings=workspace / "learnings",
+        process_id=process_id,
+        clock=lambda: "2026-12-01T09:00:00.000Z",
+    )
+    replies_file = ROOT / "examples" / "replies" / f"{example.stem}.yaml"
+    script = yaml.safe_load(replies_file.read_text(encoding="utf-8"))["replies"]
+    with engine:
         drive(engine, ScriptedAgent(script[:replies], workspace), io.StringIO())
+    return scratch / "runs" / process_id
+
+
+def _card(folder: Path) -> str:
+    with process.open_process(folder.parent, folder.name)[0] as engine:
         directive = engine.directive()
-    finally:
-        store.close()
-    return card_svg(directive, process.final_todos(runs / process_id, directive.state.completed_steps))
+    return card_svg(directive, process.final_todos(folder, directive.state.completed_steps))
+
+
+def _report(folder: Path, example: Path) -> str:
+    data = read_run(folder.parent, folder.name)
+    shown = {
+        "source": f"examples/{example.name}",
+        "workspace": "workspace",
+        "learnings": "workspace/learnings",
+    }
+    return render(run_report(replace(data, meta=data.meta.model_copy(update=shown))))
 
 
 def main(out: Path) -> None:
@@ -61,10 +82,20 @@ def main(out: Path) -> None:
             scratch = Path(name)
             workflow = todoflow.compile(EXAMPLE).workflow
             assert workflow is not None
+            orchestrated = _run(scratch, ORCHESTRATED, "docs-release-demo")
             pages = {
                 "release-plan.png": ("release-plan.html", html(plan_canvas(workflow), "LR"), "svg"),
-                "release-card.png": ("card.svg", _card(scratch, "release-demo", 3), "svg"),
-                "release-card-complete.png": ("done.svg", _card(scratch, "release-done", None), "svg"),
+                "release-card.png": ("card.svg", _card(_run(scratch, EXAMPLE, "release-demo", 3)), "svg"),
+                "release-card-complete.png": (
+                    "done.svg",
+                    _card(_run(scratch, EXAMPLE, "release-done")),
+                    "svg",
+                ),
+                "orchestrated-report.png": (
+                    "report.html",
+                    _report(orchestrated, ORCHESTRATED),
+                    "#step-publish",
+                ),
             }
             for picture, (source, text, selector) in pages.items():
                 (scratch / source).write_text(text, encoding="utf-8")

@@ -130,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "status": lambda: runs.status(args),
         "serve": lambda: runs.serve(args),
         "log": lambda: runs.log(args),
+        "report": lambda: runs.report(args),
         "learnings": lambda: runs.learnings(args),
         "lsp": _lsp,
         "decompile": lambda: _decompile(args),

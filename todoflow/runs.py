@@ -1,4 +1,4 @@
-"""The command line's verbs over runs: `run`, `status`, `log`, `learnings` and `serve`.
+"""The command line's verbs over runs: `run`, `status`, `log`, `report`, `learnings` and `serve`.
 
 Each reads its options (parsed in `todoflow.cli`) and calls the runtime's one start
 path (`process.start`) or open path (`process.open_process`); errors are
@@ -79,6 +79,17 @@ def add_parsers(commands: Any) -> None:
     log.add_argument("--run-dir", default=RUN_DIR, metavar="DIR")
     log.add_argument("--json", action="store_true", help="the log as JSON (docs/runtime.md)")
     log.add_argument("--journal", action="store_true", help="the journal's entries, one JSON line each")
+
+    report = commands.add_parser("report", help="a run as one self-contained HTML page (docs/runtime.md)")
+    report.add_argument("process_id", metavar="PROCESS_ID")
+    report.add_argument(
+        "-o",
+        "--output",
+        default="report.html",
+        metavar="FILE",
+        help="where to write it (default report.html; `-`: stdout)",
+    )
+    report.add_argument("--run-dir", default=RUN_DIR, metavar="DIR")
 
     learnings = commands.add_parser("learnings", help="list, show or retire the learnings of sub-agents")
     learnings.add_argument("action", choices=["list", "show", "retire"])
@@ -299,6 +310,23 @@ def log(args: argparse.Namespace) -> int:
             return EXIT_OK
         data = log_json(engine.plan, engine.process_id, engine.store.started_at, journal)
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n" if args.json else log_text(data))
+    return EXIT_OK
+
+
+def report(args: argparse.Namespace) -> int:
+    from todoflow.compiler.files import write_atomically
+    from todoflow.runtime.report import ReportError, read_run, run_report
+    from todoflow.runtime.report_html import render
+
+    page = render(run_report(read_run(Path(args.run_dir), args.process_id)))
+    if args.output == "-":
+        sys.stdout.write(page)
+        return EXIT_OK
+    try:
+        write_atomically(Path(args.output), page)
+    except OSError as error:
+        raise ReportError(f"cannot write the report to {args.output}: {error.strerror or error}") from None
+    print(f"wrote {args.output}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -31,9 +31,13 @@ demo: setup
 	@echo "--- an orchestrated step: delegations, a failed prevalidation and its retry, the generic agent:"
 	$(BIN)/todoflow run examples/orchestrated.todoflow --agent scripted:examples/replies/orchestrated.yaml \
 		--run-dir build/demo/runs --workspace build/demo/workspace --learnings build/demo/learnings
-	$(BIN)/todoflow status --run-dir build/demo/runs
 	$(BIN)/todoflow log $$(ls -t build/demo/runs | head -1) --run-dir build/demo/runs
 	$(BIN)/todoflow learnings list --learnings build/demo/learnings
+	@echo "--- learn_code: the step's main.py delegates each export, with no orchestrator model:"
+	cp -r examples/learnings/. build/demo/learnings/
+	$(BIN)/todoflow run examples/fast-path.todoflow --agent scripted:examples/replies/fast-path.yaml \
+		--run-dir build/demo/runs --workspace build/demo/workspace --learnings build/demo/learnings
+	$(BIN)/todoflow status --run-dir build/demo/runs
 
 test: setup lint typecheck pytest editors
 

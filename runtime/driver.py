@@ -11,18 +11,26 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
+from . import fast_path
 from .agents import Agent, Blocked, Stop
 from .card import card_text
 from .directive import Directive
 from .engine import Engine, Refusal
 
 
-def drive(engine: Engine, agent: Agent, out: TextIO, show_prompts: bool = False) -> str:
+def drive(
+    engine: Engine, agent: Agent, out: TextIO, show_prompts: bool = False, fast_path_only: bool = False
+) -> str:
     """Run until the workflow completes or the agent stops; `show_prompts` prints each
-    directive's rendered prompt (what an LLM agent would read) before the agent answers."""
+    directive's rendered prompt (what an LLM agent would read) before the agent answers.
+    A learn_code step tries its fast path first (`fast_path_only`: and nothing else)."""
     directive = engine.directive()
     out.write(card_text(directive))
     while not directive.completed:
+        fast = _fast_path(engine, agent, directive, out, fast_path_only)
+        if fast is not None:
+            directive = fast
+            continue
         if directive.blocked is not None:
             out.write(f"blocked: {directive.blocked}\n")
             return "blocked"
@@ -32,11 +40,7 @@ def drive(engine: Engine, agent: Agent, out: TextIO, show_prompts: bool = False)
             )
         by = "agent"
         if directive.node == "intake" and directive.ready_tasks is not None:
-            ready = directive.ready_tasks
-            answer: Any = {
-                "tasks": [{"action": t.action, "expected_result": t.expected_result} for t in ready],
-                "progress_checklist_outcome": f"{len(ready)} ordered tasks from the ready checklist",
-            }
+            answer: Any = _ready(directive)
             by = "caller"
         else:
             answer = agent.reply(directive)
@@ -67,6 +71,62 @@ def drive(engine: Engine, agent: Agent, out: TextIO, show_prompts: bool = False)
         out.write(_progress_line(directive))
     out.write(card_text(directive))
     return "complete"
+
+
+def _fast_path(
+    engine: Engine, agent: Agent, directive: Directive, out: TextIO, fast_path_only: bool
+) -> Directive | None:
+    """At a learn_code step not tried yet: its intake, then the fast path; the directive
+    after it (the next step, or the step afresh). None: not a step for the fast path."""
+    step = directive.step
+    state = directive.state
+    if step is None or not fast_path.eligible(step) or state.fast_path == "failed":
+        return None
+    if state.fast_path == "running":
+        fast_path.interrupted(engine, step)
+        return engine.directive()
+    if directive.node != "intake":
+        return None
+    checklist = _ready(directive) if directive.ready_tasks is not None else fast_path.planned(step)
+    directive = engine.step(directive.attempt_id, checklist, "caller")
+    out.write(_progress_line(directive))
+    fast_path.run(engine, step, _sub_agent(agent, out), out, fast_path_only)
+    return engine.directive()
+
+
+def _sub_agent(agent: Agent, out: TextIO) -> fast_path.SubAgent:
+    """The run's agent as the sub-agent of a fast path's delegation, until it is answered."""
+
+    def answer(engine: Engine, directive: Directive) -> Directive:
+        while directive.node == "delegated":
+            reply = agent.reply(directive)
+            usage = agent.spent()
+            if isinstance(reply, Stop | Blocked):
+                raise fast_path.FastPathError(f"the sub-agent gave no answer: {reply.reason}")
+            try:
+                directive = engine.step(directive.attempt_id, reply, "agent", usage)
+            except Refusal as refusal:
+                out.write(f"refused: {refusal.reason}\n")
+                if not agent.refused(refusal.reason):
+                    raise fast_path.FastPathError(
+                        f"the sub-agent's answer was refused: {refusal.reason}"
+                    ) from None
+                directive = refusal.directive
+                continue
+            agent.applied()
+            out.write(_progress_line(directive))
+        return directive
+
+    return answer
+
+
+def _ready(directive: Directive) -> dict[str, Any]:
+    """The intake a runner sends for the caller: the ready checklist, unchanged."""
+    ready = directive.ready_tasks or ()
+    return {
+        "tasks": [{"action": t.action, "expected_result": t.expected_result} for t in ready],
+        "progress_checklist_outcome": f"{len(ready)} ordered tasks from the ready checklist",
+    }
 
 
 def _block(directive: Directive, reason: str) -> dict[str, Any]:

@@ -175,6 +175,17 @@ class Engine:
             state = settled
         return applied, state
 
+    def journal(self, attempt: str, make: Callable[[int, str], Entry]) -> Directive:
+        """Journal a driver's own entry (`make(seq, at)`: the fast path's start or failure)
+        against the current attempt."""
+        with self.store.locked() as state:
+            if attempt != attempt_id(self.process_id, state.seq) or state.finished:
+                raise Refusal(
+                    "the entry belongs to a directive that no longer stands", self._directive(state)
+                )
+            entry = make(state.seq + 1, self.clock())
+            return self._commit(entry, state, settle(self.plan, state, entry))
+
     def record_usage(self, attempt: str, usage: Sequence[Usage]) -> Directive:
         """Journal model calls that led to no reply (an agent that stopped)."""
         with self.store.locked() as state:

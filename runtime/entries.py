@@ -217,6 +217,31 @@ class LlmCall:
     latency_ms: int
 
 
+@node
+class FastPathStarted:
+    """learn_code: the step's `main.py` (its sha256) started, before any model is asked."""
+
+    TYPE: ClassVar[str] = "fast_path_started"
+    seq: int
+    at: str
+    by: By
+    step: str
+    script_sha256: str
+
+
+@node
+class FastPathFailed:
+    """learn_code: the script's attempt failed; the step starts afresh (the journal keeps
+    the attempt, for the log)."""
+
+    TYPE: ClassVar[str] = "fast_path_failed"
+    seq: int
+    at: str
+    by: By
+    step: str
+    reason: str
+
+
 GENERIC = "generic"  # the agent of a delegation without a route
 ORCHESTRATOR = "orchestrator"
 
@@ -233,6 +258,8 @@ Entry: TypeAlias = (
     | UpdateTodo
     | RaiseTurns
     | LlmCall
+    | FastPathStarted
+    | FastPathFailed
 )
 KINDS: dict[str, type[Any]] = {
     kind.TYPE: kind
@@ -249,6 +276,8 @@ KINDS: dict[str, type[Any]] = {
         UpdateTodo,
         RaiseTurns,
         LlmCall,
+        FastPathStarted,
+        FastPathFailed,
     )
 }
 

@@ -19,6 +19,8 @@ from .entries import (
     CreateTodo,
     Delegate,
     Entry,
+    FastPathFailed,
+    FastPathStarted,
     LlmCall,
     RaiseTurns,
     Revise,
@@ -139,6 +141,10 @@ def entry_events(
             event(
                 "TodoTaskTurnsRaised", execution_max_turns=entry.execution_max_turns, turns_used=before.turns
             )
+        case FastPathStarted():
+            event("TodoTaskFastPathStarted", step_title=step.title, script_sha256=entry.script_sha256)
+        case FastPathFailed():
+            event("TodoTaskFastPathFailed", step_title=step.title, reason=entry.reason)
         case LlmCall():
             event(
                 "LLMCallCompleted",

@@ -25,6 +25,8 @@ from .entries import (
     CreateTodo,
     Delegate,
     Entry,
+    FastPathFailed,
+    FastPathStarted,
     LlmCall,
     RaiseTurns,
     Revise,
@@ -129,6 +131,14 @@ def _add(
     todo = _todo(before, entry)
     if todo is not None and "todo_id" not in found:
         found["todo_id"], found["todo_title"] = todo
+    _describe(found, before, settled, entry, process_id)
+    return number
+
+
+def _describe(
+    found: dict[str, Any], before: ProcessState, settled: ProcessState, entry: Entry, process_id: str
+) -> None:
+    """What an entry says, in its iteration's words."""
     match entry:
         case SubmitTasks():
             found |= {"action": "submit_tasks", "agent": _who(entry), "tasks": _tasks(settled)}
@@ -186,10 +196,13 @@ def _add(
                 found.setdefault("updates", []).append(update)
         case RaiseTurns():
             found.setdefault("caller", []).append({"raise_turns": entry.execution_max_turns})
+        case FastPathStarted():
+            found.setdefault("fast_path", {})["script_sha256"] = entry.script_sha256
+        case FastPathFailed():
+            found.setdefault("fast_path", {})["failed"] = entry.reason
         case LlmCall():
             call = {k: v for k, v in to_json(entry).items() if k not in ("seq", "by", "step", "type")}
             found.setdefault("llm_calls", []).append(call)
-    return number
 
 
 def _iteration(before: ProcessState, settled: ProcessState, entry: Entry) -> int:

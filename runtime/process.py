@@ -51,6 +51,7 @@ class RunMeta(BaseModel):
     llm: str | None = None  # the runtime default model, `PROVIDER:MODEL`
     preset_llm: str | None = None  # the preset's model
     agent: str | None = None  # what drives the run: `human`, `scripted:FILE`, `llm`, `mcp`
+    fast_path_only: bool = False  # learn_code: a missing or failing script is an error, no fallback
 
 
 def new_process_id(workflow_id: str) -> str:
@@ -70,6 +71,7 @@ def start(
     learnings: Path | None = None,
     llms: LlmChoices | None = None,
     agent: str | None = None,
+    fast_path_only: bool = False,
     process_id: str | None = None,
     clock: Clock = utc_now,
 ) -> Engine:
@@ -95,6 +97,7 @@ def start(
         llm=str(llms.default) if llms.default else None,
         preset_llm=str(llms.preset) if llms.preset else None,
         agent=agent,
+        fast_path_only=fast_path_only,
     )
     folder = run_dir / pid
     _create(folder, definition, meta, ready or {})

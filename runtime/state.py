@@ -32,6 +32,8 @@ from .entries import (
     CreateTodo,
     Delegate,
     Entry,
+    FastPathFailed,
+    FastPathStarted,
     LlmCall,
     RaiseTurns,
     Revise,
@@ -109,6 +111,7 @@ class ProcessState:
     returned: Returned | None = None
     marks: tuple[Mark, ...] = ()  # per position (shorter: the rest unmarked)
     tokens: tuple[int, int] = (0, 0)  # the run's model calls so far: prompt and completion tokens
+    fast_path: str | None = None  # learn_code in this step: None (not tried), `running`, `failed`
 
     @property
     def finished(self) -> bool:
@@ -293,12 +296,18 @@ def settle(plan: RunPlan, state: ProcessState, entry: Entry) -> ProcessState:
         case LlmCall():
             spent = (state.tokens[0] + entry.prompt_tokens, state.tokens[1] + entry.completion_tokens)
             return replace(counted, tokens=spent)
+        case FastPathStarted():
+            return replace(counted, fast_path="running")
+        case FastPathFailed():  # a fresh start: nothing of the script's attempt carries over
+            fresh = _enter(plan, step.id, counted, at)
+            return replace(fresh, fast_path="failed", seq=counted.seq, agent_replies=counted.agent_replies)
 
 
 def _is_turn(entry: Entry, state: ProcessState) -> bool:
-    """Every accepted reply of the orchestrator at its work and revise nodes is a turn;
-    intake, the caller's entries and the sub-agents' replies are not."""
-    if entry.by != "agent" or state.node not in ("work", "revise"):
+    """Every accepted reply of the orchestrator at its work and revise nodes is a turn (a
+    learn_code script's delegations too: it plays the orchestrator); intake, the caller's
+    entries and the sub-agents' replies are not."""
+    if entry.by not in ("agent", "script") or state.node not in ("work", "revise"):
         return False
     return actor(entry, state) == ORCHESTRATOR
 
@@ -337,7 +346,14 @@ def _moved(step: RunStep, state: ProcessState, event: str, position: int) -> Pro
 
 def _enter(plan: RunPlan, step_id: str, state: ProcessState, at: str) -> ProcessState:
     """The state at the start of step `step_id` (or the end of the workflow)."""
-    fresh = {"turns": 0, "turns_allowed": None, "delegation": None, "returned": None, "marks": ()}
+    fresh = {
+        "turns": 0,
+        "turns_allowed": None,
+        "delegation": None,
+        "returned": None,
+        "marks": (),
+        "fast_path": None,
+    }
     if step_id == "end":
         return replace(state, step_id=None, node=FINISHED, tasks=(), position=1, times=(), **fresh)
     step = plan.step(step_id)
@@ -382,6 +398,7 @@ def to_json(state: ProcessState) -> dict[str, Any]:
         "returned": _fields(state.returned),
         "marks": [_fields(mark) for mark in state.marks],
         "tokens": list(state.tokens),
+        "fast_path": state.fast_path,
     }
     return out
 
@@ -410,4 +427,5 @@ def from_json(data: Mapping[str, Any]) -> ProcessState:
         None if returned is None else Returned(**returned),
         tuple(Mark(**mark) for mark in data.get("marks", ())),
         tuple(data.get("tokens", (0, 0))),
+        data.get("fast_path"),
     )

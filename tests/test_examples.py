@@ -4,6 +4,7 @@ that authors use (plan, step config, machine table, Mermaid), and file by file."
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,6 +36,8 @@ REPLIES = sorted((EXAMPLES[0].parent / "replies").glob("*.yaml"))
 @pytest.mark.parametrize("replies", REPLIES, ids=lambda p: p.stem)
 def test_example_runs_to_completion_with_its_scripted_replies(replies: Path, tmp_path: Path) -> None:
     example = replies.parent.parent / f"{replies.stem}.todoflow"
+    if (replies.parent.parent / "learnings").is_dir():  # the examples' learn_code scripts
+        shutil.copytree(replies.parent.parent / "learnings", tmp_path / "learnings")
     folder = [
         str(tmp_path / "runs"),
         "--workspace",

@@ -53,6 +53,11 @@ def add_parsers(commands: Any) -> None:
     run.add_argument(
         "--max-turns", type=int, metavar="N", help="with --resume: raise the current step's bound on turns"
     )
+    run.add_argument(
+        "--fast-path-only",
+        action="store_true",
+        help="learn_code: a missing or failing main.py is an error, with no fallback to the orchestrator",
+    )
     run.add_argument("--show-prompts", action="store_true", help="print each directive's rendered prompt")
 
     serve = commands.add_parser("serve", help="serve workflows to MCP clients over stdio")
@@ -156,6 +161,7 @@ def _start(args: argparse.Namespace) -> int:
         learnings=Path(args.learnings) if args.learnings else None,
         llms=llms,
         agent=agent,
+        fast_path_only=args.fast_path_only,
     )
     print(
         f"started {engine.process_id} (run folder {Path(args.run_dir) / engine.process_id})", file=sys.stderr
@@ -184,6 +190,7 @@ def _resume(args: argparse.Namespace) -> int:
             f"note: step `{directive.state.step_id}` may take {args.max_turns} orchestrator turns",
             file=sys.stderr,
         )
+    args.fast_path_only = args.fast_path_only or meta.fast_path_only
     return _drive(args, engine, _recorded(args.agent) if args.agent else meta.agent or "human")
 
 
@@ -200,7 +207,7 @@ def _drive(args: argparse.Namespace, engine: Engine, spec: str) -> int:
         else:
             agent = HumanAgent(sys.stdin, sys.stdout)
         engine.store.drive()
-        outcome = drive(engine, agent, sys.stdout, show_prompts=args.show_prompts)
+        outcome = drive(engine, agent, sys.stdout, args.show_prompts, args.fast_path_only)
         left = (
             agent.unused(engine.directive())
             if isinstance(agent, ScriptedAgent) and outcome == "complete"

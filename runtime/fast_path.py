@@ -1,0 +1,238 @@
+"""learn_code, the fast path: a step's `learnings/<step-id>/main.py` orchestrates it
+deterministically, with no orchestrator model, before (or instead of) the orchestrator.
+
+Eligible, checked mechanically when the step starts: `declared_execution_mode` is
+`learn_code` in step_config.json and the step has at least one route. The script runs in
+the workspace as a subprocess in its own process group (killed whole on timeout), with
+`MCP_API_URL` pointing at an HTTP endpoint on 127.0.0.1 (a random port) and a per-run
+token in `MCP_API_TOKEN`, sent back as `Authorization: Bearer <token>`.
+
+    POST ${MCP_API_URL}/tools/custom/call_sub_agent {"route_id", "todo_id", "instructions"}
+
+runs that route's sub-agent through the same engine: a journaled delegation (by the
+`script`), the sub-agent's answer from the run's agent, prevalidation and the learning,
+exactly as if the orchestrator had delegated; it answers with the result. A request
+without the token, for an unknown route, or not from loopback is refused. Success needs
+exit 0 **and** the step completed by the engine (every todo confirmed, its expected
+files there); any failure is journaled and the step starts afresh with the orchestrator
+(`FastPathFailed`): nothing of the script's attempt carries over. `fast_path_only` makes
+a missing or failing script an error instead. The runtime never writes `main.py`; its
+sha256 is journaled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, TextIO
+
+from todoflow.dsl.diagnostics import TodoflowError
+
+from .directive import Directive
+from .engine import Engine, Refusal
+from .entries import FastPathFailed, FastPathStarted
+from .plan import RunStep
+
+SCRIPT = "main.py"
+TIMEOUT = 600.0  # seconds the script may run
+ENDPOINT = "/tools/custom/call_sub_agent"
+
+SubAgent = Callable[[Engine, Directive], Directive]  # answers a delegated directive; the one after it
+
+
+class FastPathError(TodoflowError):
+    """`fast_path_only`: the script is missing or failed, and there is no fallback."""
+
+
+def eligible(step: RunStep) -> bool:
+    return (
+        step.kind == "todo_task"
+        and step.configs.declared_execution_mode == "learn_code"
+        and bool(step.routes)
+    )
+
+
+def script_of(engine: Engine, step: RunStep) -> Path | None:
+    """`learnings/<step-id>/main.py`, if the run has a learnings folder and it is there."""
+    if engine.learnings is None:
+        return None
+    path = engine.learnings.root / step.id / SCRIPT
+    return path if path.is_file() else None
+
+
+def planned(step: RunStep) -> dict[str, Any]:
+    """The checklist of a fast path without a ready one: a todo per route, in route order
+    (the script calls them by todo id)."""
+    tasks = [
+        {
+            "action": f"{route.name}: {route.condition}",
+            "expected_result": route.step.success_criteria
+            or f"the `{route.id}` route's work passes its checks",
+        }
+        for route in step.routes
+    ]
+    return {"tasks": tasks, "progress_checklist_outcome": f"{len(tasks)} todos, one per route (learn_code)"}
+
+
+def interrupted(engine: Engine, step: RunStep) -> None:
+    """A run resumed in the middle of a fast path: the attempt was cut short, so it failed
+    (the script is not run twice into one checklist)."""
+    directive = engine.directive()
+    reason = "the fast path was interrupted (the run stopped while it ran)"
+    engine.journal(directive.attempt_id, lambda seq, at: FastPathFailed(seq, at, "driver", step.id, reason))
+
+
+def run(
+    engine: Engine,
+    step: RunStep,
+    sub_agent: SubAgent,
+    out: TextIO,
+    fast_path_only: bool = False,
+    timeout: float = TIMEOUT,
+) -> bool:
+    """Try the fast path of `step` (its intake done); True when it completed the step.
+    False means the step starts afresh with the orchestrator (the failure journaled)."""
+    script = script_of(engine, step)
+    directive = engine.directive()
+    if script is None:
+        problem = f"no {SCRIPT} for step `{step.id}` in the learnings folder"
+        if fast_path_only:
+            raise FastPathError(f"fast_path_only: {problem}")
+        out.write(f"[{step.id}] learn_code: {problem}; the orchestrator runs the step\n")
+        return False
+    digest = hashlib.sha256(script.read_bytes()).hexdigest()
+    engine.journal(directive.attempt_id, lambda seq, at: FastPathStarted(seq, at, "driver", step.id, digest))
+    out.write(f"[{step.id}] learn_code: running {script.name} (sha256 {digest[:12]}…)\n")
+    if not step.expected_files:
+        out.write(f"[{step.id}] learn_code: the step has no validation_schema; exit 0 and its todos decide\n")
+    reason = _attempt(engine, step, script, sub_agent, timeout)
+    if reason is None:
+        out.write(
+            f"[{step.id}] learn_code: the step completed by the fast path, with no orchestrator model\n"
+        )
+        return True
+    current = engine.directive()
+    if step.id in current.state.completed_steps:  # the engine confirmed every todo: that stands
+        out.write(f"[{step.id}] learn_code: {reason}, after the engine completed the step; it stands\n")
+        return True
+    engine.journal(current.attempt_id, lambda seq, at: FastPathFailed(seq, at, "driver", step.id, reason))
+    if fast_path_only:
+        raise FastPathError(f"fast_path_only: the fast path of step `{step.id}` failed: {reason}")
+    out.write(f"[{step.id}] learn_code failed ({reason}); the orchestrator starts the step afresh\n")
+    return False
+
+
+def _attempt(engine: Engine, step: RunStep, script: Path, sub_agent: SubAgent, timeout: float) -> str | None:
+    """Run the script against the endpoint; None when it succeeded, else why not."""
+    token = secrets.token_urlsafe(24)
+    with _endpoint(engine, step, token, sub_agent) as url:
+        env = {**os.environ, "MCP_API_URL": url, "MCP_API_TOKEN": token, "TODOFLOW_STEP_ID": step.id}
+        try:
+            child = subprocess.Popen(
+                [sys.executable, str(script)], cwd=engine.workspace, env=env, start_new_session=True
+            )
+        except OSError as error:
+            return f"{SCRIPT} could not start: {error.strerror or error}"
+        try:
+            code = child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)  # the script and whatever it started
+            child.wait()
+            return f"{SCRIPT} ran longer than {timeout:g} s and was stopped"
+    if code != 0:
+        return f"{SCRIPT} exited with {code}"
+    if step.id not in engine.directive().state.completed_steps:
+        return f"{SCRIPT} exited 0, but the step is not complete (todos left, or its expected files missing)"
+    return None
+
+
+@contextlib.contextmanager
+def _endpoint(engine: Engine, step: RunStep, token: str, sub_agent: SubAgent) -> Iterator[str]:
+    lock = threading.Lock()  # one delegation at a time: the run has one cursor
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            status, answer = self.answer()
+            data = json.dumps(answer, ensure_ascii=False).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def answer(self) -> tuple[int, dict[str, Any]]:
+            if self.client_address[0] not in ("127.0.0.1", "::1"):
+                return 403, {"error": "only this machine may call the fast path's endpoint"}
+            if self.headers.get("Authorization") != f"Bearer {token}":
+                return 401, {
+                    "error": "the request needs the run's token: Authorization: Bearer $MCP_API_TOKEN"
+                }
+            if self.path != ENDPOINT:
+                return 404, {"error": f"no {self.path}; the endpoint is POST {ENDPOINT}"}
+            try:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            except ValueError:
+                return 400, {"error": "the body is a JSON object {route_id, todo_id, instructions}"}
+            if not isinstance(body, dict) or not all(
+                isinstance(body.get(k), str) for k in ("route_id", "todo_id", "instructions")
+            ):
+                return 400, {
+                    "error": "the body is a JSON object {route_id, todo_id, instructions}, each a string"
+                }
+            if step.route(body["route_id"]) is None:
+                known = ", ".join(r.id for r in step.routes)
+                return 404, {"error": f"step `{step.id}` has no route `{body['route_id']}` (routes: {known})"}
+            with lock:
+                return _call(engine, body, sub_agent)
+
+        def log_message(self, *args: Any) -> None:
+            """Quiet: the run's own output says what happens."""
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _call(engine: Engine, body: dict[str, Any], sub_agent: SubAgent) -> tuple[int, dict[str, Any]]:
+    """A delegation by the script, answered by the route's sub-agent: the result."""
+    decision = {
+        "next_action": "delegate",
+        "selected_route_id": body["route_id"],
+        "todo_id_to_execute": body["todo_id"],
+        "instructions_to_sub_agent": body["instructions"],
+        "selection_reasoning": f"learn_code: {SCRIPT}",
+    }
+    try:
+        directive = engine.step(engine.directive().attempt_id, decision, by="script")
+    except Refusal as refusal:
+        return 409, {"error": refusal.reason}
+    try:
+        after = sub_agent(engine, directive)
+    except TodoflowError as error:
+        return 500, {"error": str(error)}
+    finished = after.completed or after.state.step_id != directive.state.step_id  # the step is done
+    returned = None if finished else after.state.returned
+    passed = finished or bool(returned and returned.passed)
+    return 200, {
+        "todo_id": body["todo_id"],
+        "route_id": body["route_id"],
+        "passed": passed,
+        "reason": None if passed or returned is None else returned.reason,
+        "next": "complete" if finished else after.role,
+    }

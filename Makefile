@@ -68,6 +68,7 @@ bench: setup
 	$(BIN)/python -m bench.mcp_step
 	$(BIN)/python -m bench.interop
 	$(BIN)/python -m bench.lsp
+	$(BIN)/python -m bench.llm
 
 # the pictures in docs/images: the release example's plan canvas, run card and run report, drawn by Chromium
 screenshots: setup

@@ -107,6 +107,9 @@ class Learnings:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        # per file: its identity, how far it has been read, the ids it holds to there;
+        # so adding a record reads only what others appended since, not the whole file
+        self._read_to: dict[Path, tuple[tuple[int, int], int, set[str]]] = {}
 
     def file(self, sub_step_id: str) -> Path:
         if not PLAIN.match(sub_step_id):
@@ -118,24 +121,45 @@ class Learnings:
     def add(self, learning: Learning) -> bool:
         """Append `learning` unless a record with its id is there; True when written."""
         path = self.file(learning.sub_step_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            handle = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+        except FileNotFoundError:  # its folder is not there yet
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX)
-            with open(path, "rb") as existing:
-                lines = existing.read()
-            if lines and not lines.endswith(b"\n"):  # a writer killed mid-line: debris, as it held the lock
-                lines = lines[: lines.rfind(b"\n") + 1]
-                os.ftruncate(handle, len(lines))
-            if any(_line_id(line) == learning.id for line in lines.splitlines()):
+            ids = self._ids_held(path, handle)
+            if learning.id in ids:
                 return False
             data = (learning.model_dump_json() + "\n").encode()
             view = memoryview(data)
             while view:
                 view = view[os.write(handle, view) :]
+            identity, offset, _ = self._read_to[path]
+            ids.add(learning.id)
+            self._read_to[path] = (identity, offset + len(data), ids)
             return True
         finally:
             os.close(handle)  # releases the lock
+
+    def _ids_held(self, path: Path, handle: int) -> set[str]:
+        """The ids `path` holds, read under its lock: what is known, plus what was appended
+        since (a file replaced or shortened is read again from its start)."""
+        status = os.fstat(handle)
+        identity = (status.st_dev, status.st_ino)
+        known, offset, ids = self._read_to.get(path, (identity, 0, set()))
+        if known != identity or status.st_size < offset:
+            offset, ids = 0, set()
+        os.lseek(handle, offset, os.SEEK_SET)
+        added = b""
+        while chunk := os.read(handle, 1 << 20):
+            added += chunk
+        if added and not added.endswith(b"\n"):  # a writer killed mid-line: debris, as it held the lock
+            added = added[: added.rfind(b"\n") + 1]
+            os.ftruncate(handle, offset + len(added))
+        ids.update(i for i in map(_line_id, added.splitlines()) if i is not None)
+        self._read_to[path] = (identity, offset + len(added), ids)
+        return ids
 
     def records(self, sub_step_id: str | None = None) -> list[Learning]:
         """Every record (of one sub-step, or of all), oldest first, each as its last line says."""

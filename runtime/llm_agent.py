@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -50,6 +51,8 @@ from .schemas import model_properties
 
 MAX_REFUSALS = 5  # refused (or tool-less) answers in a row before the agent stops
 MAX_ROUNDS = 20  # model calls for one directive before the agent stops
+KEEP_PROMPTS = 4  # a conversation keeps its system message and its last few directives
+# (each directive's prompt restates the checklist, so older turns only fill the context)
 
 
 class _Reason(BaseModel):
@@ -130,14 +133,22 @@ def offered(directive: Directive) -> list[str]:
     return ["complete_todo", "update_todo"]
 
 
+@lru_cache(maxsize=16)  # a handful of tool sets, asked at every model call
+def _specs(names: tuple[str, ...]) -> str:
+    return json.dumps(
+        [
+            {
+                "type": "function",
+                "function": {"name": n, "description": TOOLS[n][0], "parameters": TOOLS[n][1]()},
+            }
+            for n in names
+        ]
+    )
+
+
 def tool_specs(names: list[str]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function",
-            "function": {"name": name, "description": TOOLS[name][0], "parameters": TOOLS[name][1]()},
-        }
-        for name in names
-    ]
+    specs: list[dict[str, Any]] = json.loads(_specs(tuple(names)))
+    return specs
 
 
 class _Conversation:
@@ -153,6 +164,14 @@ class _Conversation:
         for call_id in self.pending:
             self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
         self.pending = []
+
+    def trim(self) -> None:
+        """Keep the system message and the last `KEEP_PROMPTS` directives with what
+        followed each (a cut at a user message never splits a call from its result)."""
+        prompts = [i for i, m in enumerate(self.messages) if m["role"] == "user"]
+        if len(prompts) > KEEP_PROMPTS:
+            head = 1 if self.messages and self.messages[0]["role"] == "system" else 0
+            del self.messages[head : prompts[-KEEP_PROMPTS]]
 
 
 Client = Any  # an `openai.OpenAI`
@@ -261,6 +280,7 @@ class LlmAgent:
         if prompt != conversation.shown:
             conversation.messages.append({"role": "user", "content": prompt})
             conversation.shown = prompt
+            conversation.trim()
 
     def _ask(self, conversation: _Conversation, directive: Directive) -> None:
         selection = directive.llm

@@ -221,6 +221,7 @@ class FolderStore:
         self._writer = False  # opened for writing: by the first step, never by a reader
         self._repaired = False  # derived files checked against the journal since becoming a writer
         self._pending: list[Applied] = []  # entries since the last flush (and the one before)
+        self._learned: set[int] = set()  # entries since the last flush whose learnings this store wrote
         self._last_applied: Applied | None = None  # the journal's last entry, with its states
         self._todos_behind = False  # the current step's todos lag behind the journal
         self._events = -1  # events.jsonl, opened by the first flush
@@ -419,6 +420,7 @@ class FolderStore:
 
     def _after_commit(self, steps: Sequence[Applied], after: ProcessState, start: int) -> None:
         self._record_learnings(steps)
+        self._learned.update(applied.seq for applied in steps)
         for applied in steps:
             if (
                 applied.settled.step_complete
@@ -489,11 +491,13 @@ class FolderStore:
         if last < 0 or not ends_cleanly or (fresh and fresh[0].seq != last + 1):
             self._rebuild_events()
             return
-        self._record_learnings(fresh)  # another program's validated delegations: before their events
+        # another program's validated delegations: before their events
+        self._record_learnings(applied for applied in fresh if applied.seq not in self._learned)
         if fresh:
             self._append_events(_event_lines(self.plan, self.process_id, fresh))
             self._events_seq = fresh[-1].seq
-        self._pending = self._pending[-1:]  # the next flush checks the file still ends with its events
+        # the next flush checks the file still ends with its events
+        self._pending, self._learned = self._pending[-1:], set()
 
     def _events_last_seq(self) -> int:
         """The journal entry whose events end events.jsonl (-1: unreadable): as this store

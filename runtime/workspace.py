@@ -9,6 +9,8 @@ before its todo counts as done — is the sub-step's validation_schema applied h
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
@@ -16,9 +18,17 @@ from typing import NamedTuple
 
 def confined(workspace: Path, name: str) -> Path | str:
     """The file `name` of the workspace, resolved, or why it cannot be one."""
+    return _confined(workspace.resolve(), name)
+
+
+def _confined(root: Path, name: str) -> Path | str:
     if "\0" in name:
         return f"`{name!r}` is not a file name (it holds a NUL character)"
-    root = workspace.resolve()
+    parts = [part for part in name.split("/") if part not in ("", ".")]
+    if parts and not name.startswith("/") and ".." not in parts:
+        plain = _without_links(root, parts)
+        if plain is not None:
+            return plain
     try:
         target = (root / name).resolve()
     except (OSError, RuntimeError) as error:  # a symlink loop
@@ -28,9 +38,27 @@ def confined(workspace: Path, name: str) -> Path | str:
     return target
 
 
+def _without_links(root: Path, parts: list[str]) -> Path | None:
+    """`root/parts` when none of them is a symbolic link, so it cannot leave the root
+    (a few `lstat`s instead of resolving every folder from `/`); None when one is."""
+    path = str(root)
+    for part in parts:
+        path = f"{path}/{part}"
+        try:
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                return None
+        except OSError:  # not there, nor anything under it
+            break
+    return root.joinpath(*parts)
+
+
 def missing(workspace: Path, name: str) -> str | None:
     """Why `name` is not an existing file of the workspace, or None."""
     found = confined(workspace, name)
+    return _missing(name, found)
+
+
+def _missing(name: str, found: Path | str) -> str | None:
     if isinstance(found, str):
         return found
     if not found.is_file():
@@ -46,15 +74,15 @@ class Prevalidation(NamedTuple):
 
 def prevalidate(workspace: Path, expected: Iterable[str]) -> Prevalidation:
     """Every expected file must exist in the workspace; their digests are recorded."""
+    root = workspace.resolve()
     found, problems = [], []
     for name in expected:
-        problem = missing(workspace, name)
+        path = _confined(root, name)
+        problem = _missing(name, path)
         if problem is not None:
             problems.append(problem)
-            continue
-        path = confined(workspace, name)
-        assert isinstance(path, Path)
-        found.append((name, hashlib.sha256(path.read_bytes()).hexdigest()))
+        elif isinstance(path, Path):
+            found.append((name, hashlib.sha256(path.read_bytes()).hexdigest()))
     if problems:
         return Prevalidation(False, "prevalidation failed: " + "; ".join(problems), tuple(found))
     return Prevalidation(True, None, tuple(found))

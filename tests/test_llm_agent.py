@@ -43,6 +43,7 @@ workflow w "W" {
     }
 }
 """
+TIDY = 'workflow w "W" {\n    llm fake "m"\n    todo_task t "T" {\n        description "Tidy."\n    }\n}\n'
 
 
 def _call(tool: str, **arguments: Any) -> dict[str, Any]:
@@ -136,9 +137,6 @@ def test_an_orchestration_driven_by_a_model(tmp_path: Path, monkeypatch: pytest.
 
 @pytest.mark.parametrize("quirks", ["openai", "llamacpp", "ollama", "vllm"])
 def test_the_quirks_of_local_servers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, quirks: str) -> None:
-    flow = (
-        'workflow w "W" {\n    llm fake "m"\n    todo_task t "T" {\n        description "Tidy."\n    }\n}\n'
-    )
     script = [
         _call(
             "submit_tasks",
@@ -147,7 +145,7 @@ def test_the_quirks_of_local_servers(tmp_path: Path, monkeypatch: pytest.MonkeyP
         ),
         _call("complete_todo", todo_id="todo_1", result="swept", evidence="the floor is clean"),
     ]
-    engine, _ = start(tmp_path, flow)
+    engine, _ = start(tmp_path, TIDY)
     with FakeModel(script, quirks) as fake:
         outcome = drive(engine, _agent(fake, monkeypatch), io.StringIO())
         engine.close()
@@ -156,6 +154,31 @@ def test_the_quirks_of_local_servers(tmp_path: Path, monkeypatch: pytest.MonkeyP
         assert "Do not describe it: call one of the tools" in fake.texts(1)
     if quirks == "vllm":  # a read and an action in each message: both answered, one request each
         assert len(fake.requests) == 2
+
+
+def test_a_long_run_sends_the_model_a_bounded_conversation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tasks = [{"action": f"sweep room {n}", "expected_result": "clean"} for n in range(1, 13)]
+    script = [_call("submit_tasks", tasks=tasks, progress_checklist_outcome="twelve rooms")]
+    script += [
+        _call("complete_todo", todo_id=f"todo_{n}", result="swept", evidence=f"room {n} is clean")
+        for n in range(1, 13)
+    ]
+    engine, _ = start(tmp_path, TIDY)
+    with FakeModel(script) as fake:
+        assert drive(engine, _agent(fake, monkeypatch), io.StringIO()) == "complete"
+        engine.close()
+    sizes = []
+    for request in fake.requests:
+        messages = request["body"]["messages"]
+        roles = [m["role"] for m in messages]
+        assert roles[0] == "system" and roles[1] == "user"  # a cut never orphans a tool result
+        assert roles.count("user") <= 4
+        sizes.append(len(messages))
+    assert sizes[3:] == [sizes[3]] * (len(sizes) - 3)  # flat once four directives are kept
+    last = fake.requests[-1]["body"]["messages"]
+    assert "room 12" in json.dumps(last) and "room 1 is clean" not in json.dumps(last)
 
 
 def test_refused_answers_in_a_row_stop_the_run_resumably(

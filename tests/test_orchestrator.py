@@ -136,6 +136,31 @@ def test_the_generic_agent_has_no_prevalidation_and_no_learning(tmp_path: Path) 
     assert "TodoTaskDelegationValidated" not in [e["event"] for e in events(tmp_path / "runs" / "p-1")]
 
 
+def test_a_learning_is_written_once_whoever_else_appends_or_rewrites_the_file(tmp_path: Path) -> None:
+    engine = _started(tmp_path)
+    _step(engine, _delegate())
+    (tmp_path / "workspace" / "dist").mkdir()
+    (tmp_path / "workspace" / "dist" / "app").write_text("binary")
+    _step(engine, {"evidence": "make printed OK", "progress_execution_outcome": "built dist/app"})
+    engine.close()
+    folder = Learnings(tmp_path / "workspace" / "learnings")
+    (learning,) = folder.records("compiler")
+    mine, theirs = Learnings(folder.root), Learnings(folder.root)
+    assert not mine.add(learning)  # already there
+    other = learning.model_copy(update={"id": "p-2:7", "process_id": "p-2"})
+    assert theirs.add(other)
+    assert not mine.add(other)  # what another writer appended since is read
+    path = folder.file("compiler")
+    path.write_text(path.read_text().splitlines()[0] + "\n")  # shortened: read again from its start
+    assert mine.add(other) and not theirs.add(other)
+    path.unlink()  # replaced
+    assert mine.add(learning)
+    with path.open("a") as handle:
+        handle.write('{"id": "p-3:1", "status": "act')  # a writer killed mid-line
+    assert theirs.add(other)
+    assert [r.id for r in folder.records("compiler")] == [learning.id, other.id]
+
+
 @pytest.mark.parametrize(
     ("reply", "reason"),
     [

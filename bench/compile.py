@@ -4,24 +4,19 @@ of the same text, the compile's peak memory against the source size, and how the
 compile time grows with the size of a workflow (4x the steps, 4x the `needs` lines:
 linear growth is 4x the time).
 
-    .venv/bin/python bench/compile.py
+    .venv/bin/python -m bench.compile
 """
 
 from __future__ import annotations
 
 import gc
-import sys
 import tracemalloc
 from collections.abc import Callable
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.parse import best_of  # noqa: E402
-from bench.workload import big_source  # noqa: E402
-from todoflow.api import compile  # noqa: E402
-from todoflow.dsl.grammar import bare_parser  # noqa: E402
+from bench.parse import best_of
+from bench.workload import big_source
+from todoflow.api import compile
+from todoflow.dsl.grammar import bare_parser
 
 
 def full_compile(text: str) -> int:

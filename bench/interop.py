@@ -1,21 +1,17 @@
 """Decompile and migrate of a 100-step legacy plan, against `json.loads` of the same file.
 
-.venv/bin/python bench/interop.py
+.venv/bin/python -m bench.interop
 """
 
 from __future__ import annotations
 
 import json
-import sys
-import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.parse import best_of  # noqa: E402
-from todoflow.compiler.decompile import decompile_text  # noqa: E402
-from todoflow.compiler.migrate import plan_migration  # noqa: E402
+from bench.parse import best_of
+from bench.scratch import scratch
+from todoflow.compiler.decompile import decompile_text
+from todoflow.compiler.migrate import plan_migration
 
 
 def legacy_plan(steps: int) -> dict[str, object]:
@@ -64,7 +60,7 @@ def main() -> None:
         },
         indent=2,
     )
-    with tempfile.TemporaryDirectory() as folder:
+    with scratch() as folder:
         plan_path, config_path = Path(folder) / "plan.json", Path(folder) / "step_config.json"
         plan_path.write_text(text)
         config_path.write_text(config)

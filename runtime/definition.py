@@ -34,7 +34,6 @@ class RunDefinition:
     plan: RunPlan  # as a run walks it (the source's own ready checklists included)
     files: tuple[tuple[str, str], ...]  # what a run stores in plan/: plan.json, step_config.json, prompts/
     source: str  # the file it was read from, resolved, or `<string>`
-    source_text: str
     source_sha256: str
 
     @property
@@ -99,9 +98,7 @@ def _definition(
         StepConfig.model_validate_json(files["step_config.json"]) if "step_config.json" in files else None
     )
     plan_ = from_plan(plan, workflow_id, title, templates_of(files), configs_of(config))
-    return RunDefinition(
-        workflow_id, title, plan_, tuple(sorted(files.items())), origin, text, source_sha256(text)
-    )
+    return RunDefinition(workflow_id, title, plan_, tuple(sorted(files.items())), origin, source_sha256(text))
 
 
 def _from_plan_files(path: Path) -> Reading:

@@ -163,13 +163,11 @@ class CompleteTodo(_Reply):
     evidence: Outcome = Field(description="Concrete proof that the todo is done (1-500 characters).")
 
 
-TodoTool = CreateTodo | UpdateTodo | CompleteTodo
 TOOLS: dict[str, type[_Reply]] = {
     "create_todo": CreateTodo,
     "update_todo": UpdateTodo,
     "complete_todo": CompleteTodo,
 }
-READ_TOOLS = ("list_todos", "get_todo")
 
 Reply = (
     IntakeReply

@@ -77,12 +77,12 @@ class Workflows:
         self.notes: list[str] = []
         claimed: dict[str, Path] = {}
         for file in sorted(BUILT_IN.glob("*.todoflow")):
-            self._add(file, claimed, built_in=True)
+            self._add(file, claimed)
         for folder in folders:
             for file in [*sorted(folder.glob("*.todoflow")), *sorted(folder.glob("*/plan.json"))]:
-                self._add(file, claimed, built_in=False)
+                self._add(file, claimed)
 
-    def _add(self, file: Path, claimed: dict[str, Path], built_in: bool) -> None:
+    def _add(self, file: Path, claimed: dict[str, Path]) -> None:
         try:
             workflow_id = self.read(file).or_raise().workflow_id
         except (TodoflowError, RecursionError, OSError) as error:  # one bad file stops nothing else

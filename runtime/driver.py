@@ -77,10 +77,14 @@ def _fast_path(
     engine: Engine, agent: Agent, directive: Directive, out: TextIO, fast_path_only: bool
 ) -> Directive | None:
     """At a learn_code step not tried yet: its intake, then the fast path; the directive
-    after it (the next step, or the step afresh). None: not a step for the fast path."""
+    after it (the next step, or the step afresh). None: not a step for the fast path.
+    A `fast_path_only` run has no fallback: a failed fast path is tried again (after the
+    script is fixed) each time the run is resumed."""
     step = directive.step
     state = directive.state
-    if step is None or not fast_path.eligible(step) or state.fast_path == "failed":
+    if step is None or not fast_path.eligible(step):
+        return None
+    if state.fast_path == "failed" and not fast_path_only:
         return None
     if state.fast_path == "running":
         fast_path.interrupted(engine, step)

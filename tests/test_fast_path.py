@@ -158,6 +158,22 @@ def test_fast_path_only_makes_a_missing_or_failing_script_an_error(tmp_path: Pat
         engine.close()
 
 
+def test_a_fast_path_only_run_resumed_tries_its_fixed_script_again(tmp_path: Path) -> None:
+    engine, workspace = _run(tmp_path, FAILS_AFTER_ONE)
+    with pytest.raises(fast_path.FastPathError, match="exited with 3"):
+        drive(engine, ScriptedAgent(_answers(), workspace), io.StringIO(), fast_path_only=True)
+    engine.close()
+    shutil.copy(MAIN, tmp_path / "learnings" / "convert-all" / "main.py")  # fixed
+    engine, _ = process.open_process(tmp_path / "runs", "p-1")
+    replies = [_answers()[0], *_answers()]  # a script resumes after the replies the run has used
+    out = io.StringIO()
+    assert drive(engine, ScriptedAgent(replies, workspace), out, fast_path_only=True) == "complete"
+    engine.close()
+    types = [e["type"] for e in read_journal(tmp_path / "runs" / "p-1")]
+    assert types.count("fast_path_started") == 2 and types.count("fast_path_failed") == 1
+    assert "confirm" not in types  # no orchestrator ever did a todo itself
+
+
 def test_the_command_line_fast_path_only_and_a_missing_script(tmp_path: Path) -> None:
     args = [
         "--agent",

@@ -87,6 +87,11 @@ def _fast_path(
     if state.fast_path == "failed" and not fast_path_only:
         return None
     if state.fast_path == "running":
+        if not fast_path.abandoned(engine, here=False):
+            raise fast_path.FastPathError(
+                f"the fast path of step `{step.id}` is running in another process (a server, or "
+                "another `todoflow run`); resume the run once it has ended"
+            )
         fast_path.interrupted(engine, step)
         return engine.directive()
     if directive.node != "intake":

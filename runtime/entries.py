@@ -227,6 +227,7 @@ class FastPathStarted:
     by: By
     step: str
     script_sha256: str
+    runner: str | None = None  # `<host>:<pid>` of the process running the script (None: older runs)
 
 
 @node
@@ -346,7 +347,9 @@ def entry_from_json(data: Mapping[str, Any]) -> Entry:
         cls = KINDS.get(kind)
         if cls is None:
             raise EntryFormatError(f"an entry of unknown type {kind!r}")
-        fields = {name: data[name] for name in cls._node_fields[len(_HEAD) :]}
+        names = cls._node_fields[len(_HEAD) :]
+        optional = names[len(names) - len(cls.__init__.__defaults__ or ()) :]  # added later: may be absent
+        fields = {name: data[name] for name in names if name in data or name not in optional}
         if "files" in fields:
             fields["files"] = tuple((str(path), str(digest)) for path, digest in fields["files"])
         return cls(*head, **fields)  # type: ignore[no-any-return]

@@ -28,10 +28,13 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TextIO
@@ -45,6 +48,7 @@ from .plan import RunStep
 
 SCRIPT = "main.py"
 TIMEOUT = 600.0  # seconds the script may run
+RUNNER = f"{socket.gethostname()}:{os.getpid()}"  # who runs a script, as its start journals it
 ENDPOINT = "/tools/custom/call_sub_agent"
 
 SubAgent = Callable[[Engine, Directive], Directive]  # answers a delegated directive; the one after it
@@ -92,6 +96,31 @@ def interrupted(engine: Engine, step: RunStep) -> None:
     engine.journal(directive.attempt_id, lambda seq, at: FastPathFailed(seq, at, "driver", step.id, reason))
 
 
+def abandoned(engine: Engine, here: bool) -> bool:
+    """Whether the fast path the run's journal says is running has nobody running it: it
+    was started by this process and is not `here` (running on one of its threads), by a
+    process of this machine that has ended, or elsewhere longer ago than a script may run."""
+    started = next((e for e in reversed(engine.store.entries()) if e["type"] == FastPathStarted.TYPE), None)
+    if started is None or started.get("runner") is None:
+        return True  # a run of a version that did not say who runs it: as before, interrupted
+    host, _, pid = str(started["runner"]).rpartition(":")
+    if started["runner"] == RUNNER:
+        return not here
+    if host == socket.gethostname():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except (PermissionError, ValueError):
+            return False
+        return False
+    try:
+        age = time.time() - datetime.fromisoformat(str(started["at"])).timestamp()
+    except ValueError:
+        return True
+    return age > TIMEOUT + 60  # by then the script was stopped, wherever it ran
+
+
 def run(
     engine: Engine,
     step: RunStep,
@@ -111,7 +140,9 @@ def run(
         out.write(f"[{step.id}] learn_code: {problem}; the orchestrator runs the step\n")
         return False
     digest = hashlib.sha256(script.read_bytes()).hexdigest()
-    engine.journal(directive.attempt_id, lambda seq, at: FastPathStarted(seq, at, "driver", step.id, digest))
+    engine.journal(
+        directive.attempt_id, lambda seq, at: FastPathStarted(seq, at, "driver", step.id, digest, RUNNER)
+    )
     out.write(f"[{step.id}] learn_code: running {script.name} (sha256 {digest[:12]}…)\n")
     if not step.expected_files:
         out.write(f"[{step.id}] learn_code: the step has no validation_schema; exit 0 and its todos decide\n")

@@ -8,6 +8,9 @@ import hashlib
 import io
 import json
 import shutil
+import socket
+import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -20,6 +23,7 @@ from todoflow.runtime.agents import ScriptedAgent
 from todoflow.runtime.definition import from_source
 from todoflow.runtime.driver import drive
 from todoflow.runtime.engine import Engine
+from todoflow.runtime.entries import FastPathStarted
 from todoflow.runtime.llm_choice import LlmChoices
 from todoflow.runtime.plan import Llm
 from todoflow.runtime.store import read_journal
@@ -172,6 +176,44 @@ def test_a_fast_path_only_run_resumed_tries_its_fixed_script_again(tmp_path: Pat
     types = [e["type"] for e in read_journal(tmp_path / "runs" / "p-1")]
     assert types.count("fast_path_started") == 2 and types.count("fast_path_failed") == 1
     assert "confirm" not in types  # no orchestrator ever did a todo itself
+
+
+def _started_by(engine: Engine, runner: str | None) -> None:
+    """The journal of a fast path that `runner` started and that is still running."""
+    intake = engine.directive()
+    tasks = [{"action": t.action, "expected_result": t.expected_result} for t in intake.ready_tasks or ()]
+    reply = {"tasks": tasks, "progress_checklist_outcome": "the ready checklist"}
+    directive = engine.step(intake.attempt_id, reply, "caller")
+    engine.journal(
+        directive.attempt_id,
+        lambda seq, at: FastPathStarted(seq, at, "driver", "convert-all", "0" * 64, runner),
+    )
+
+
+def test_a_fast_path_whose_runner_ended_is_failed_when_resumed_and_a_live_one_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True
+    )
+    host = socket.gethostname()
+    for name, runner in (("dead", f"{host}:{int(ended.stdout)}"), ("older", None), ("live", f"{host}:1")):
+        folder = tmp_path / name
+        folder.mkdir()
+        engine, workspace = _run(folder, MAIN.read_text())
+        _started_by(engine, runner)
+        out = io.StringIO()
+        if name == "live":  # pid 1 lives: another process runs it, and the run is not taken from it
+            with pytest.raises(fast_path.FastPathError, match="running in another process"):
+                drive(engine, ScriptedAgent(_answers(), workspace), out)
+            assert engine.directive().state.fast_path == "running"
+            engine.close()
+            continue
+        assert drive(engine, ScriptedAgent(_answers(), workspace), out) == "complete"
+        engine.close()
+        types = [e["type"] for e in read_journal(folder / "runs" / "p-1")]
+        assert types[:4] == ["submit_tasks", "fast_path_started", "fast_path_failed", "submit_tasks"]
+        assert types.count("fast_path_started") == 1  # failed, not run again: the orchestrator took over
 
 
 def test_the_command_line_fast_path_only_and_a_missing_script(tmp_path: Path) -> None:

@@ -187,8 +187,8 @@ class Runs(Protocol):
         """A file of the run's stored plan (None: there is none)."""
         ...
 
-    def learnings(self, meta: RunMeta) -> Learnings | None:
-        """The learnings a run records into."""
+    def learnings(self, meta: RunMeta | None) -> Learnings | None:
+        """The learnings a run records into (None: of the store as a whole)."""
         ...
 
     def starts(self) -> Starts:
@@ -309,8 +309,8 @@ class FolderRuns:
         path = self.folder(process_id) / "plan" / relative
         return path.read_text(encoding="utf-8") if path.is_file() else None
 
-    def learnings(self, meta: RunMeta) -> Learnings | None:
-        return Learnings(Path(meta.learnings)) if meta.learnings else None
+    def learnings(self, meta: RunMeta | None) -> Learnings | None:
+        return Learnings(Path(meta.learnings)) if meta is not None and meta.learnings else None
 
     def starts(self) -> Starts:
         return FolderStarts(self.run_dir / ".starts")
@@ -418,6 +418,18 @@ class FolderStarts:
                     entry.unlink()
             except OSError:
                 continue
+
+
+def copy_run(process_id: str, source: Runs, target: Runs) -> None:
+    """A run copied from one store to another (`todoflow db export`/`import`): its meta,
+    plan and journal as they are, its learnings records; what is derived from the
+    journal (events, todos) is made again from it where the target keeps it. A damaged
+    run is refused, and so is a process id the target holds already."""
+    with open_process(source, process_id)[0] as engine:
+        engine.directive()  # a damaged run is refused here, saying what is wrong
+    target.import_run(source.export(process_id))
+    with open_process(target, process_id)[0] as engine:
+        engine.repair()
 
 
 def default_learnings(definition: RunDefinition, workspace: Path) -> Path:

@@ -19,7 +19,6 @@ from todoflow.runtime.definition import from_source
 from todoflow.runtime.engine import Engine, Refusal, Replayed
 from todoflow.runtime.state import to_json as state_json
 
-from .postgres import pg_cluster, pg_url  # noqa: F401  (fixtures)
 from .runtime_helpers import CHECKLIST, Clock, confirm, intake
 
 ROUTED = """\

@@ -171,6 +171,7 @@ class PgRuns:
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
             open=False,
             name="todoflow",
+            timeout=CONNECT_TIMEOUT,  # a call waits this long for a connection (a server restarting)
         )
         try:
             self.pool.open(wait=True, timeout=CONNECT_TIMEOUT)

@@ -81,13 +81,14 @@ class Replayed(TodoflowError):
         self.attempt, self.directive = attempt, directive
 
 
-def _retried(work: Callable[[], T]) -> T:
-    """`work` again from the current state each time another program committed first."""
+def _retried(work: Callable[[bool], T], cached: bool = False) -> T:
+    """`work(cached)`, again from the current state each time another program committed
+    first (`cached`: the first try may start from the state the store knows)."""
     for _ in range(MAX_MOVES):
         try:
-            return work()
+            return work(cached)
         except Moved:
-            continue
+            cached = False
     raise StoreError(f"{MAX_MOVES} other steps were committed first, one after another; try again")
 
 
@@ -157,12 +158,19 @@ class Engine:
         it, in the same write, and on their own if the reply is refused (what was spent
         was spent), so a refusal after model calls hands out a new attempt id."""
         request = Request(attempt, data, by)
-        return _retried(lambda: self._step(request, data, by, usage))
+        return _retried(lambda cached: self._step(request, data, by, usage, cached), self.store.shared)
 
-    def _step(self, request: Request, data: Mapping[str, Any], by: str, usage: Sequence[Usage]) -> Directive:
+    def _step(
+        self, request: Request, data: Mapping[str, Any], by: str, usage: Sequence[Usage], cached: bool
+    ) -> Directive:
+        """One try. On a state the store knew (`cached`), a reply that would not be applied
+        is refused only if that state is still current; else it is looked at again on the
+        current one (`Moved`)."""
         attempt = request.attempt
-        with self.store.locked() as state:
+        with self.store.locked(cached) as state:
             current = attempt_id(self.process_id, state.seq)
+            if cached and (attempt != current or state.finished) and self.store.behind(state):
+                raise Moved("the state this store knew is behind")
             if attempt != current and self.store.replayed(request):
                 raise Replayed(attempt, self._directive(state))
             if state.finished:
@@ -179,6 +187,8 @@ class Engine:
                 if settled.step_complete:
                     self._check_outputs(settled)
             except InvalidReply as invalid:
+                if cached and self.store.behind(state):
+                    raise Moved("the state this store knew is behind") from None
                 if spent:
                     self.store.commit(spent, before)
                 raise Refusal(invalid.reason, self._directive(before)) from None
@@ -210,7 +220,7 @@ class Engine:
 
     def record_usage(self, attempt: str, usage: Sequence[Usage]) -> Directive:
         """Journal model calls that led to no reply (an agent that stopped)."""
-        return _retried(lambda: self._record_usage(attempt, usage))
+        return _retried(lambda _: self._record_usage(attempt, usage))
 
     def _record_usage(self, attempt: str, usage: Sequence[Usage]) -> Directive:
         with self.store.locked() as state:
@@ -225,7 +235,7 @@ class Engine:
     def raise_turns(self, attempt: str, execution_max_turns: int) -> Directive:
         """Raise the current step's bound on orchestrator turns (the caller's decision,
         journaled), so a run stopped at its bound can go on."""
-        return _retried(lambda: self._raise_turns(attempt, execution_max_turns))
+        return _retried(lambda _: self._raise_turns(attempt, execution_max_turns))
 
     def _raise_turns(self, attempt: str, execution_max_turns: int) -> Directive:
         with self.store.locked() as state:

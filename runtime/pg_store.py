@@ -10,7 +10,8 @@ live in the database too, so a program needs nothing but the connection string.
 **A step is one transaction**, one statement in autocommit: the guarded update of the
 process row (`seq` from N to N+k only if it is still N), the journal rows (unique on
 process and sequence, and on process and attempt id), the learnings the step proves,
-every 1,000 entries a snapshot of the state, and a notification, all or none, under
+every 1,000 entries a snapshot of the state, and a notification if someone follows the
+run, all or none, under
 READ COMMITTED. A store reads the rows after the entry it knows when a step takes the
 process (`locked`), and commits on that state; if another program committed first, the
 guard matches no row and `commit` raises `Moved`: the engine takes the step again from
@@ -148,6 +149,10 @@ def _newer(url: str, version: int) -> str:
     )
 
 
+def _no_connection(location: str) -> DatabaseError:
+    return DatabaseError(f"cannot reach {location}: no connection within the time allowed")
+
+
 def _reason(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
@@ -219,9 +224,7 @@ class PgRuns:
                 if tries == POOL_SIZE + 1:
                     raise DatabaseError(f"cannot reach {self.location}: {_reason(error)}") from None
             except PoolTimeout:
-                raise DatabaseError(
-                    f"cannot reach {self.location}: no connection within the time allowed"
-                ) from None
+                raise _no_connection(self.location) from None
             except psycopg.Error as error:
                 raise DatabaseError(f"{self.location}: {_reason(error)}") from None
         raise AssertionError("unreachable")
@@ -367,12 +370,28 @@ class PgRuns:
         few seconds anyway (the caller catches up by sequence number)."""
         with psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as connection:
             connection.execute(f"LISTEN {CHANNEL}")
-            yield  # listening: whatever committed before this is read by sequence number
-            while True:
-                for note in connection.notifies(timeout=FOLLOW_WAKE):
-                    if note.payload.rsplit(" ", 1)[0] == process_id:
-                        break
-                yield
+            connection.execute(  # followers that went away without saying so
+                "DELETE FROM todoflow_followers f WHERE NOT EXISTS "
+                "(SELECT 1 FROM pg_stat_activity a WHERE a.pid = f.follower)"
+            )
+            connection.execute(
+                "INSERT INTO todoflow_followers VALUES (%s, pg_backend_pid()) ON CONFLICT DO NOTHING",
+                (process_id,),
+            )
+            try:
+                yield  # listening: whatever committed before this is read by sequence number
+                while True:
+                    for note in connection.notifies(timeout=FOLLOW_WAKE):
+                        if note.payload.rsplit(" ", 1)[0] == process_id:
+                            break
+                    yield
+            finally:
+                with contextlib.suppress(psycopg.Error):
+                    connection.execute(
+                        "DELETE FROM todoflow_followers "
+                        "WHERE process_id = %s AND follower = pg_backend_pid()",
+                        (process_id,),
+                    )
 
     # -- moving runs -------------------------------------------------------------------
 
@@ -483,21 +502,24 @@ def _learning_row(sub_step_id: str, line: str) -> tuple[str, str, str, str, str]
 
 
 class _Hold:
-    """`PgStore.locked()`: this program's thread lock and the rows others committed since."""
+    """`PgStore.locked()`: this program's thread lock and the rows others committed since
+    (not read for a step on the state the store knows: its commit checks that)."""
 
-    __slots__ = ("store",)
+    __slots__ = ("cached", "store")
 
-    def __init__(self, store: PgStore) -> None:
-        self.store = store
+    def __init__(self, store: PgStore, cached: bool) -> None:
+        self.store, self.cached = store, cached
 
     def __enter__(self) -> ProcessState:
-        return self.store._acquire()
+        return self.store._acquire(self.cached)
 
     def __exit__(self, *exc: object) -> None:
         self.store._lock.release()
 
 
 class PgStore:
+    shared = True
+
     def __init__(
         self,
         runs: PgRuns,
@@ -511,16 +533,17 @@ class PgStore:
         self.learnings, self.definition_sha256 = learnings, definition_sha256
         self._lock = threading.Lock()
         self._state: ProcessState | None = None
-        self._hold = _Hold(self)
+        self._holds = (_Hold(self, False), _Hold(self, True))
         self._driving = False
 
-    def locked(self) -> contextlib.AbstractContextManager[ProcessState]:
-        return self._hold
+    def locked(self, cached: bool = False) -> contextlib.AbstractContextManager[ProcessState]:
+        return self._holds[cached]
 
-    def _acquire(self) -> ProcessState:
+    def _acquire(self, cached: bool) -> ProcessState:
         self._lock.acquire()
         try:
-            self._state = self.runs.read(self._refresh)
+            if not cached or self._state is None:
+                self._state = self.runs.read(self._refresh)
             return self._state
         except BaseException:
             self._lock.release()
@@ -593,17 +616,28 @@ class PgStore:
         if any(seq % SNAPSHOT_EVERY == 0 for seq in range(before + 1, after.seq + 1)):
             parts.append(_SNAPSHOT)
             values["state"] = json.dumps(state_json(after), ensure_ascii=False)
-        statement = "WITH " + ", ".join(parts) + _NOTIFY
+        if len(parts) == 2 and len(steps) == 1:  # the common step: one row, positional parameters
+            statement: str = _ONE_ROW
+            arguments: Any = (
+                after.seq,
+                self.process_id,
+                before,
+                after.seq,
+                attempts[0],
+                digests[0],
+                lines[0],
+            )
+            arguments += (values["note"],)
+        else:
+            statement, arguments = "WITH " + ", ".join(parts) + _NOTIFY, values
         try:
             with self.runs.pool.connection() as connection:
-                row = connection.execute(statement, values).fetchone()
+                row = connection.execute(statement, arguments).fetchone()
         except psycopg.OperationalError:  # the outcome is unknown: look again at what the database holds
             self._state = None
             raise Moved(f"run `{self.process_id}`: the database did not confirm the step") from None
         except PoolTimeout:
-            raise DatabaseError(
-                f"cannot reach {self.runs.location}: no connection within the time allowed"
-            ) from None
+            raise _no_connection(self.runs.location) from None
         except psycopg.Error as error:
             raise DatabaseError(f"the step was not saved: {_reason(error)}") from None
         if row is None or row[0] != len(steps):
@@ -629,6 +663,14 @@ class PgStore:
             ).fetchone()
         )
         return row is not None and row[0] == request.digest
+
+    def behind(self, state: ProcessState) -> bool:
+        row = self.runs.read(
+            lambda c: c.execute(
+                "SELECT seq FROM todoflow_processes WHERE process_id = %s", (self.process_id,)
+            ).fetchone()
+        )
+        return row is None or row[0] != state.seq
 
     def entries(self, after: int = 0) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.runs.journal_lines(self.process_id, after)]
@@ -694,8 +736,22 @@ _SNAPSHOT = (
     "snapshot AS (INSERT INTO todoflow_snapshots (process_id, seq, state) "
     "SELECT guard.process_id, %(after)s, %(state)s::json FROM guard ON CONFLICT DO NOTHING)"
 )
+# NOTIFY only for a run someone follows: PostgreSQL commits notifying transactions one at
+# a time (a lock held through the commit's WAL flush), which would cost every step its
+# share of group commit.
+_FOLLOWED = "WHERE EXISTS (SELECT 1 FROM todoflow_followers f WHERE f.process_id = guard.process_id)"
 _NOTIFY = (
-    ", noted AS (SELECT pg_notify('" + CHANNEL + "', %(note)s) FROM guard) "
+    ", noted AS (SELECT pg_notify('" + CHANNEL + "', %(note)s) FROM guard " + _FOLLOWED + ") "
+    "SELECT (SELECT count(*) FROM journal), (SELECT count(*) FROM noted)"
+)
+
+
+_ONE_ROW = (
+    "WITH guard AS (UPDATE todoflow_processes SET seq = %s WHERE process_id = %s AND seq = %s "
+    "RETURNING process_id), journal AS (INSERT INTO todoflow_journal "
+    "(process_id, seq, attempt, request, entry) "
+    "SELECT process_id, %s, %s, %s, %s::json FROM guard RETURNING seq), "
+    "noted AS (SELECT pg_notify('" + CHANNEL + "', %s) FROM guard " + _FOLLOWED + ") "
     "SELECT (SELECT count(*) FROM journal), (SELECT count(*) FROM noted)"
 )
 

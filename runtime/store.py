@@ -127,9 +127,11 @@ class Store(Protocol):
     process_id: str
     plan: RunPlan
     started_at: str
+    shared: bool  # other programs may commit between this store's looks (a database)
 
-    def locked(self) -> contextlib.AbstractContextManager[ProcessState]:
-        """Hold the process for one step; yields its current state."""
+    def locked(self, cached: bool = False) -> contextlib.AbstractContextManager[ProcessState]:
+        """Hold the process for one step; yields its current state (`cached`, in a shared
+        store: the state it last knew, which `commit` verifies)."""
         ...
 
     def commit(self, steps: Sequence[Applied], after: ProcessState, request: Request | None = None) -> None:
@@ -140,6 +142,10 @@ class Store(Protocol):
 
     def replayed(self, request: Request) -> bool:
         """Whether this very reply, with this attempt id, was committed already."""
+        ...
+
+    def behind(self, state: ProcessState) -> bool:
+        """Whether another program committed past `state` (only a shared store's can be)."""
         ...
 
     def entries(self, after: int = 0) -> list[dict[str, Any]]:
@@ -166,6 +172,8 @@ class Store(Protocol):
 class MemoryStore:
     """A store that keeps everything in memory."""
 
+    shared = False
+
     def __init__(self, process_id: str, plan: RunPlan, started_at: str) -> None:
         self.process_id, self.plan = process_id, plan
         self.state = initial_state(plan, started_at)
@@ -177,7 +185,7 @@ class MemoryStore:
         self._driven = False
 
     @contextlib.contextmanager
-    def locked(self) -> Iterator[ProcessState]:
+    def locked(self, cached: bool = False) -> Iterator[ProcessState]:
         with self._lock:
             yield self.state
 
@@ -191,6 +199,9 @@ class MemoryStore:
 
     def replayed(self, request: Request) -> bool:
         return self.requests.get(request.attempt) == request.digest
+
+    def behind(self, state: ProcessState) -> bool:
+        return False
 
     def entries(self, after: int = 0) -> list[dict[str, Any]]:
         return [to_json(entry) for entry in self.journal[after:]]
@@ -244,6 +255,8 @@ def prepare_folder(folder: Path, plan: RunPlan) -> None:
 
 
 class FolderStore:
+    shared = False  # the file lock serializes every program's steps: the state is always current
+
     def __init__(
         self,
         folder: Path,
@@ -308,7 +321,7 @@ class FolderStore:
 
     # -- loading -------------------------------------------------------------------
 
-    def locked(self) -> contextlib.AbstractContextManager[ProcessState]:
+    def locked(self, cached: bool = False) -> contextlib.AbstractContextManager[ProcessState]:
         return self._hold
 
     def _acquire(self) -> ProcessState:
@@ -429,6 +442,9 @@ class FolderStore:
 
     def replayed(self, request: Request) -> bool:
         return False  # the journal does not say which reply used an attempt id (module docstring)
+
+    def behind(self, state: ProcessState) -> bool:
+        return False  # read under the file lock: current
 
     def commit(self, steps: Sequence[Applied], after: ProcessState, request: Request | None = None) -> None:
         """Append the entries in one write and sync them: from then on the step has

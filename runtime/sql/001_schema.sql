@@ -54,6 +54,12 @@ CREATE TABLE todoflow_starts (                -- MCP `start`: prepared, then exe
     process_id text
 );
 
+CREATE TABLE todoflow_followers (             -- who follows a run (status --follow): its steps NOTIFY
+    process_id text NOT NULL,
+    follower integer NOT NULL,                -- the follower's backend pid
+    PRIMARY KEY (process_id, follower)
+);
+
 CREATE TABLE todoflow_drivers (               -- who drives a run now: an instance holding its advisory lock
     process_id text NOT NULL,
     instance bigint NOT NULL,

@@ -208,7 +208,8 @@ async def test_the_database_killed_in_immediate_mode_loses_no_acknowledged_step(
             return sum(len(steps) for c in clients for steps in c.acked.values())
 
         async def crash() -> None:
-            await anyio.sleep(1.0)  # mid-load
+            while acked() < 40 * STEPS // 3:  # a third of the load acknowledged: mid-load
+                await anyio.sleep(0.01)
             at_crash.append(acked())
             await anyio.to_thread.run_sync(pg_cluster.crash)
             await anyio.sleep(1.0)
@@ -227,7 +228,8 @@ async def test_a_serve_instance_killed_mid_step_leaves_no_partial_step(tmp_path:
         clients = [Client(f"client-{n}", servers, seed=n) for n in range(4)]
 
         async def kill() -> None:
-            await anyio.sleep(1.0)
+            while sum(len(steps) for c in clients for steps in c.acked.values()) < 40 * STEPS // 3:
+                await anyio.sleep(0.01)
             victim = servers[0]
             victim.alive = False
             os.kill(victim.pid, signal.SIGKILL)

@@ -17,6 +17,7 @@ setup: $(STAMP)
 	bash .ci/setup-chromium
 	bash .ci/setup-mermaid
 	bash .ci/setup-graphviz
+	bash .ci/setup-postgres
 
 demo: setup
 	$(BIN)/todoflow check examples/*.todoflow
@@ -70,6 +71,7 @@ bench: setup
 	$(BIN)/python -m bench.interop
 	$(BIN)/python -m bench.lsp
 	$(BIN)/python -m bench.llm
+	$(BIN)/python -m bench.postgres
 
 # the pictures in docs/images: the release example's plan canvas, run card and run report, drawn by Chromium
 screenshots: setup
@@ -95,6 +97,16 @@ editor-screenshot: setup
 # The fuzzer of tests/test_fuzz.py, long: mutated sources and plans (a few seconds in `make test`).
 fuzz: setup
 	TODOFLOW_FUZZ_EXAMPLES=40000 $(BIN)/pytest -q tests/test_fuzz.py
+
+.PHONY: postgres postgres-stop
+
+# A PostgreSQL server of your own for the store (docs/postgres.md): a cluster in
+# build/postgres on a free loopback port; prints the URL. `make postgres-stop` stops it.
+postgres: setup
+	$(BIN)/python -m tests.postgres start build/postgres
+
+postgres-stop: setup
+	$(BIN)/python -m tests.postgres stop build/postgres
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

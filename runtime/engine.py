@@ -6,7 +6,12 @@ must be valid for the node (`runtime.replies`, and the orchestrator's rules in
 `runtime.orchestrator`); a ready checklist must be passed on unchanged; a step that
 would complete must find its expected files in the workspace. Only then is the entry
 written (one fsync) and the state advanced. A refused reply changes nothing and comes
-back with the reason and the current directive.
+back with the reason and the current directive. A reply sent again with its attempt id
+after it was applied (its answer lost on the way) raises `Replayed` with the current
+directive, where the store records which reply used an attempt (the database does; a
+run folder refuses it as stale). A store shared by many programs may find at commit
+that another one stepped first (`Moved`): the step is then taken again from the
+state that one left.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from todoflow.dsl.diagnostics import TodoflowError
 from todoflow.dsl.nodes import replace
@@ -44,10 +49,12 @@ from .replies import (
     parse_reply,
 )
 from .state import ProcessState, attempt_id, leave, settle
-from .store import Applied, DamagedRun, Store
+from .store import Applied, DamagedRun, Moved, Request, Store, StoreError
 from .workspace import missing
 
 Clock = Callable[[], str]
+T = TypeVar("T")
+MAX_MOVES = 1000  # steps another program may commit first before one step gives up
 
 
 def utc_now() -> str:
@@ -63,6 +70,26 @@ class Refusal(TodoflowError):
     def __init__(self, reason: str, directive: Directive) -> None:
         super().__init__(reason)
         self.reason, self.directive = reason, directive
+
+
+class Replayed(TodoflowError):
+    """Not a refusal: this very reply, with this attempt id, was applied before (a retry
+    whose first answer was lost). `directive` is the one that stands now."""
+
+    def __init__(self, attempt: str, directive: Directive) -> None:
+        super().__init__(f"attempt `{attempt}` was applied already; this is the current directive")
+        self.attempt, self.directive = attempt, directive
+
+
+def _retried(work: Callable[[bool], T], cached: bool = False) -> T:
+    """`work(cached)`, again from the current state each time another program committed
+    first (`cached`: the first try may start from the state the store knows)."""
+    for _ in range(MAX_MOVES):
+        try:
+            return work(cached)
+        except Moved:
+            cached = False
+    raise StoreError(f"{MAX_MOVES} other steps were committed first, one after another; try again")
 
 
 class Engine:
@@ -130,10 +157,24 @@ class Engine:
         `usage` holds the model calls that produced the reply: they are journaled before
         it, in the same write, and on their own if the reply is refused (what was spent
         was spent), so a refusal after model calls hands out a new attempt id."""
-        with self.store.locked() as state:
+        request = Request(attempt, data, by)
+        return _retried(lambda cached: self._step(request, data, by, usage, cached), self.store.shared)
+
+    def _step(
+        self, request: Request, data: Mapping[str, Any], by: str, usage: Sequence[Usage], cached: bool
+    ) -> Directive:
+        """One try. On a state the store knew (`cached`), a reply that would not be applied
+        is refused only if that state is still current; else it is looked at again on the
+        current one (`Moved`)."""
+        attempt = request.attempt
+        with self.store.locked(cached) as state:
+            current = attempt_id(self.process_id, state.seq)
+            if cached and (attempt != current or state.finished) and self.store.behind(state):
+                raise Moved("the state this store knew is behind")
+            if attempt != current and self.store.replayed(request):
+                raise Replayed(attempt, self._directive(state))
             if state.finished:
                 raise Refusal("the run is complete; there is nothing to reply to", self._directive(state))
-            current = attempt_id(self.process_id, state.seq)
             if attempt != current:
                 reason = f"attempt `{attempt}` is stale or used; the current attempt is `{current}`"
                 raise Refusal(reason, self._directive(state))
@@ -146,11 +187,13 @@ class Engine:
                 if settled.step_complete:
                     self._check_outputs(settled)
             except InvalidReply as invalid:
+                if cached and self.store.behind(state):
+                    raise Moved("the state this store knew is behind") from None
                 if spent:
                     self.store.commit(spent, before)
                 raise Refusal(invalid.reason, self._directive(before)) from None
             after = leave(self.plan, settled, entry.at)
-            self.store.commit([*spent, Applied(before, settled, entry)], after)
+            self.store.commit([*spent, Applied(before, settled, entry)], after, request)
             return self._directive(after)
 
     def _calls(self, state: ProcessState, usage: Sequence[Usage]) -> tuple[list[Applied], ProcessState]:
@@ -178,6 +221,9 @@ class Engine:
     def journal(self, attempt: str, make: Callable[[int, str], Entry]) -> Directive:
         """Journal a driver's own entry (`make(seq, at)`: the fast path's start or failure)
         against the current attempt."""
+        return _retried(lambda _: self._journal(attempt, make))
+
+    def _journal(self, attempt: str, make: Callable[[int, str], Entry]) -> Directive:
         with self.store.locked() as state:
             if attempt != attempt_id(self.process_id, state.seq) or state.finished:
                 raise Refusal(
@@ -188,6 +234,9 @@ class Engine:
 
     def record_usage(self, attempt: str, usage: Sequence[Usage]) -> Directive:
         """Journal model calls that led to no reply (an agent that stopped)."""
+        return _retried(lambda _: self._record_usage(attempt, usage))
+
+    def _record_usage(self, attempt: str, usage: Sequence[Usage]) -> Directive:
         with self.store.locked() as state:
             if attempt != attempt_id(self.process_id, state.seq) or state.finished:
                 raise Refusal(
@@ -200,6 +249,9 @@ class Engine:
     def raise_turns(self, attempt: str, execution_max_turns: int) -> Directive:
         """Raise the current step's bound on orchestrator turns (the caller's decision,
         journaled), so a run stopped at its bound can go on."""
+        return _retried(lambda _: self._raise_turns(attempt, execution_max_turns))
+
+    def _raise_turns(self, attempt: str, execution_max_turns: int) -> Directive:
         with self.store.locked() as state:
             current = attempt_id(self.process_id, state.seq)
             step = self.plan.step(state.step_id) if state.step_id else None

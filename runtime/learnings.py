@@ -12,11 +12,13 @@ status `retired`: the last line of an id is its status.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -201,6 +203,32 @@ class Learnings:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             handle.write(retired.model_dump_json() + "\n")
         return retired
+
+    def lines(self, process_id: str) -> list[tuple[str, str]]:
+        """(sub-step id, line) of every line a process's records hold, in each file's order:
+        a run's learnings as they move to another store."""
+        found = []
+        for folder in sorted(p.name for p in self._folders()):
+            for line in self.file(folder).read_text(encoding="utf-8").splitlines():
+                with contextlib.suppress(ValidationError):
+                    if Learning.model_validate_json(line).process_id == process_id:
+                        found.append((folder, line))
+        return found
+
+    def add_lines(self, lines: Iterable[tuple[str, str]]) -> None:
+        """Append the lines (of `lines`) that are not there yet: a record, or its retirement."""
+        for sub_step_id, line in lines:
+            record = Learning.model_validate_json(line)
+            path = self.file(sub_step_id)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a+", encoding="utf-8") as handle:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+                handle.seek(0)
+                held = [
+                    Learning.model_validate_json(held) for held in handle.read().splitlines() if held.strip()
+                ]
+                if not any((h.id, h.status) == (record.id, record.status) for h in held):
+                    handle.write(line + "\n")
 
     def _folders(self) -> list[Path]:
         if not self.root.is_dir():

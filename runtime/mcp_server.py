@@ -345,15 +345,17 @@ def _json_strings(arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def serve(
-    folders: list[Path], run_dir: Path, learnings: Path | None = None, workspace: Path | None = None
+    folders: list[Path], where: Path | str, learnings: Path | None = None, workspace: Path | None = None
 ) -> None:
+    """Serve over stdio; runs live at `where`, a run folder's parent or a database URL."""
     import anyio
 
-    service = TodoService(Workflows(folders), run_dir, workspace, learnings)
+    service = TodoService(Workflows(folders), where, workspace, learnings)
     try:
         anyio.run(_serve_stdio, build_server(service))
     finally:
         service.close()
+        service.runs.close()
 
 
 async def _serve_stdio(server: Any) -> None:

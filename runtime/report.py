@@ -24,9 +24,9 @@ from todoflow.dsl.diagnostics import TodoflowError
 from todoflow.dsl.nodes import node
 
 from .entries import GENERIC, ORCHESTRATOR
-from .learnings import FILE, Learning, LearningError, Learnings
+from .learnings import FILE, Learning, LearningError
 from .plan import RunPlan, RunStep
-from .process import RunMeta
+from .process import RunMeta, Runs
 
 CALLER = "caller"  # the log's agent of a ready checklist passed on
 
@@ -53,29 +53,29 @@ class RunData:
     learnings_problem: str | None  # why the learnings folder could not be read
 
 
-def read_run(run_dir: Path, process_id: str) -> RunData:
-    """Everything a report shows, read from the run folder; writes nothing."""
+def read_run(where: Path | str | Runs, process_id: str) -> RunData:
+    """Everything a report shows, read from where the run lives; writes nothing."""
     from .card import card_svg
     from .log import log_json
-    from .process import final_todos, open_process, read_meta
+    from .process import open_process, runs_at
 
-    folder = run_dir / Path(process_id).name
-    engine, store = open_process(run_dir, process_id)
+    runs = runs_at(where)
+    engine, store = open_process(runs, process_id)
     with engine:
         directive = engine.directive()  # a damaged run is refused here, saying what is wrong
         status = directive.status(store.driven())
         log = log_json(engine.plan, engine.process_id, store.started_at, store.entries())
-    meta = read_meta(folder)
+    meta = runs.read_meta(process_id)
     todo_blocked = f"todo blocked: {directive.todo_blocked}" if directive.todo_blocked else None
-    where = f"step {directive.state.step_id}: {directive.blocked or todo_blocked or directive.role}"
-    card = card_svg(directive, final_todos(folder, directive.state.completed_steps))
-    canvas, canvas_problem = _canvas(folder, meta)
-    learnings, learnings_problem = _learnings(meta)
+    where_ = f"step {directive.state.step_id}: {directive.blocked or todo_blocked or directive.role}"
+    card = card_svg(directive, runs.final_todos(process_id, directive.state.completed_steps))
+    canvas, canvas_problem = _canvas(runs, process_id, meta)
+    learnings, learnings_problem = _learnings(runs, meta)
     return RunData(
         meta,
         engine.plan,
         status,
-        "every step done; result {}" if directive.completed else where,
+        "every step done; result {}" if directive.completed else where_,
         directive.state.step_id,
         log,
         card,
@@ -86,7 +86,7 @@ def read_run(run_dir: Path, process_id: str) -> RunData:
     )
 
 
-def _canvas(folder: Path, meta: RunMeta) -> tuple[Canvas | None, str | None]:
+def _canvas(runs: Runs, process_id: str, meta: RunMeta) -> tuple[Canvas | None, str | None]:
     """The plan canvas of the run's stored plan: plan.json read back into the compiler's
     model the way `todoflow decompile` does, so it is the canvas `graph --view plan` draws."""
     from todoflow.compiler.analysis import analyze
@@ -94,11 +94,12 @@ def _canvas(folder: Path, meta: RunMeta) -> tuple[Canvas | None, str | None]:
     from todoflow.compiler.planfile import read_plan, read_step_config
 
     try:
-        plan_text = (folder / "plan" / "plan.json").read_text(encoding="utf-8")
-        config_file = folder / "plan" / "step_config.json"
-        config_text = config_file.read_text(encoding="utf-8") if config_file.is_file() else None
+        plan_text = runs.plan_file(process_id, "plan.json")
+        config_text = runs.plan_file(process_id, "step_config.json")
     except (OSError, UnicodeDecodeError) as error:
         return None, f"its plan cannot be read ({error})"
+    if plan_text is None:
+        return None, "its plan cannot be read (plan/plan.json is missing)"
     plan = read_plan(plan_text, "plan/plan.json").plan
     config = read_step_config(config_text, "plan/step_config.json")[0] if config_text else None
     if plan is None:
@@ -112,11 +113,12 @@ def _canvas(folder: Path, meta: RunMeta) -> tuple[Canvas | None, str | None]:
     return plan_canvas(workflow), None
 
 
-def _learnings(meta: RunMeta) -> tuple[tuple[Learning, ...], str | None]:
-    if not meta.learnings:
+def _learnings(runs: Runs, meta: RunMeta) -> tuple[tuple[Learning, ...], str | None]:
+    learnings = runs.learnings(meta)
+    if learnings is None:
         return (), None
     try:
-        records = Learnings(Path(meta.learnings)).records()
+        records = learnings.records()
     except LearningError as error:
         return (), str(error)
     return tuple(r for r in records if r.process_id == meta.process_id), None

@@ -4,32 +4,32 @@ server offers, and the calls its MCP tools make (start, step, the todo tools, st
 Every string the protocol takes is bounded (`LIMITS`, refused with the field and the
 limit); a start prepared and never executed expires after a day; a run's workspace is
 the server's, or one inside it named at `prepare`; the server keeps at most
-`OPEN_ENGINES` runs open (one per canonical process id) and closes the rest.
+`OPEN_ENGINES` runs open (one per canonical process id) and closes the rest. Runs, and
+starts prepared but not yet executed, live where the store location says (`process.runs_at`):
+with a database, any number of servers serve the same runs, any of them any call.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from todoflow.compiler.files import write_atomically
 from todoflow.dsl.diagnostics import TodoflowError, render_all
 
 from . import process
 from .card import card_data
 from .definition import Reading, RunDefinition, read_definition, ready_checklists
 from .directive import Directive, PromptError
-from .engine import Engine, Refusal
+from .engine import Engine, Refusal, Replayed
 from .plan import PlanError, Task
+from .process import Runs, runs_at
 
 BUILT_IN = Path(__file__).with_name("flows")
 ALIASES = {"moira/todo-list": "todo-list"}
@@ -146,8 +146,8 @@ class _Engines:
     """The runs a server has open: at most `OPEN_ENGINES`, one per canonical process id,
     the least recently used closed first (never one that a call is using)."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
+    def __init__(self, runs: Runs) -> None:
+        self.runs = runs
         self._open: OrderedDict[str, tuple[Engine, int]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -158,7 +158,7 @@ class _Engines:
             engine, users = self._open.pop(key, (None, 0))
             if engine is None:
                 try:
-                    engine = process.open_process(self.run_dir, key)[0]
+                    engine = process.open_process(self.runs, key)[0]
                 except TodoflowError as error:
                     raise ServeError(str(error)) from None
                 engine.store.drive()  # the run is `running` while a server has it open
@@ -208,14 +208,15 @@ class TodoService:
     def __init__(
         self,
         workflows: Workflows,
-        run_dir: Path,
+        where: Path | str | Runs,
         workspace: Path | None = None,
         learnings: Path | None = None,
     ) -> None:
-        self.workflows, self.run_dir = workflows, run_dir
+        self.workflows, self.runs = workflows, runs_at(where)
         self.workspace = (workspace or Path.cwd()).resolve()
         self.learnings = learnings
-        self.engines = _Engines(run_dir)
+        self.engines = _Engines(self.runs)
+        self.starts = self.runs.starts()
 
     # -- start ---------------------------------------------------------------------------
 
@@ -235,7 +236,7 @@ class TodoService:
             ready, moved = self._ready(definition, tasks)
             notes += moved
             count = sum(len(checklist) for checklist in ready.values())
-        self._expire_starts()
+        self.starts.expire(START_TTL)
         start_id = f"start-{secrets.token_hex(8)}"
         record = {
             "workflowId": definition.workflow_id,
@@ -244,7 +245,7 @@ class TodoService:
             "goal": goal,
             "workspace": str(folder),
         }
-        write_atomically(self._starts() / f"{start_id}.json", json.dumps(record, ensure_ascii=False) + "\n")
+        self.starts.prepare(start_id, record)
         steps = [{"id": s.id, "type": s.kind, "title": s.title} for s in definition.plan.steps]
         return {
             "startAttemptId": start_id,
@@ -283,27 +284,20 @@ class TodoService:
         assert name is not None
         if not PLAIN_ID.match(name):
             raise ServeError(f"unknown startAttemptId `{name}`: call start with action `prepare` first")
-        executed = self._starts() / f"{name}.executed"
-        if executed.exists():
-            done = executed.read_text(encoding="utf-8").strip()
+        done = self.starts.executed(name)
+        if done is not None:
             raise ServeError(f"startAttemptId `{name}` was executed already (process `{done}`)")
-        record_file = self._starts() / f"{name}.json"
-        try:
-            record = json.loads(record_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            raise ServeError(
-                f"unknown startAttemptId `{name}`: call start with action `prepare` first"
-            ) from None
+        record = self.starts.record(name)
+        if record is None:
+            raise ServeError(f"unknown startAttemptId `{name}`: call start with action `prepare` first")
         definition = self.workflows.offer(record["workflowId"]).or_raise()
         ready = None if record["tasks"] is None else self._ready(definition, record["tasks"])[0]
-        try:  # a start attempt executes once, across servers too: the first to claim it
-            claim = os.open(executed, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            raise ServeError(f"startAttemptId `{name}` was executed already") from None
+        if not self.starts.claim(name):  # a start attempt executes once, across servers too
+            raise ServeError(f"startAttemptId `{name}` was executed already")
         try:
             engine = process.start(
                 definition,
-                self.run_dir,
+                self.runs,
                 workspace=Path(record.get("workspace") or self.workspace),
                 ready=ready,
                 goal=record["goal"],
@@ -312,30 +306,12 @@ class TodoService:
                 learnings=self.learnings,
                 agent="mcp",
             )
-            os.write(claim, engine.process_id.encode())
         except BaseException:
-            executed.unlink(missing_ok=True)
+            self.starts.release(name)
             raise
-        finally:
-            os.close(claim)
-        record_file.unlink(missing_ok=True)  # executed: the claim says so from now on
+        self.starts.done(name, engine.process_id)
         self.engines.add(engine)
         return self._directive(engine.directive())
-
-    def _starts(self) -> Path:
-        folder = self.run_dir / ".starts"
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder
-
-    def _expire_starts(self) -> None:
-        """Starts prepared a day ago and never executed (and claims of executed ones) go."""
-        limit = time.time() - START_TTL
-        for entry in self._starts().iterdir():
-            try:
-                if entry.stat().st_mtime < limit:
-                    entry.unlink()
-            except OSError:
-                continue
 
     # -- steps and the todo tools ---------------------------------------------------------
 
@@ -347,6 +323,8 @@ class TodoService:
         with self.engines.use(pid) as engine:
             try:
                 return self._directive(engine.step(attempt_id, reply))
+            except Replayed as replayed:  # applied before: the answer the client lost
+                return self._directive(replayed.directive) | {"replayed": True}
             except Refusal as refusal:
                 current = json.dumps(self._directive(refusal.directive), ensure_ascii=False, indent=2)
                 raise ServeError(
@@ -379,9 +357,9 @@ class TodoService:
             with self.engines.use(pid) as engine:
                 directive = engine.directive()
                 state = directive.status(engine.store.driven())
-            finished = process.final_todos(self.run_dir / pid, directive.state.completed_steps)
+            finished = self.runs.final_todos(pid, directive.state.completed_steps)
             return card_data(directive, finished, state) | {"directive": self._directive(directive)}
-        runs = [self._run_row(folder, meta) for folder, meta in process.all_metas(self.run_dir)]
+        runs = [self._run_row(pid, meta) for pid, meta in self.runs.metas()]
         problems = [why for _, why in sorted(self.workflows.broken.items())]
         return {
             "runs": runs,
@@ -390,20 +368,20 @@ class TodoService:
             "notes": self.workflows.notes,
         }
 
-    def _run_row(self, folder: Path, meta: Any) -> dict[str, Any]:
+    def _run_row(self, process_id: str, meta: Any) -> dict[str, Any]:
         """One run of the listing, read without keeping its files open (a listing may name
         thousands of runs); one that cannot be read is `damaged` and the listing goes on."""
-        row: dict[str, Any] = {"processId": folder.name, "workflowId": None}
+        row: dict[str, Any] = {"processId": process_id, "workflowId": None}
         try:
             if isinstance(meta, TodoflowError):
                 raise meta
             row["workflowId"] = meta.workflow_id
-            cached = self.engines.cached(folder.name)
+            cached = self.engines.cached(process_id)
             if cached is not None:
                 directive = cached.directive()
                 state = directive.status(True)
             else:
-                with process.open_process(self.run_dir, folder.name)[0] as engine:
+                with process.open_process(self.runs, process_id)[0] as engine:
                     directive = engine.directive()
                     state = directive.status(engine.store.driven())
         except TodoflowError as error:

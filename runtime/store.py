@@ -32,7 +32,12 @@ be written then (a full disk) is logged and repaired at the next step, and the c
 gets its next directive.
 
 `MemoryStore` has the same interface without files, for tests, benchmarks and
-embedding; a shared database would be a third implementation of `Store`.
+embedding; `runtime.pg_store.PgStore` is the third implementation, over PostgreSQL.
+
+A run folder does not record which reply used an attempt id, so it cannot tell a client
+retrying a reply whose answer it lost from a racing reply that lost: both are refused
+as stale, with the current directive. A store that records it (`MemoryStore`,
+`PgStore`) answers the retry `Replayed` (docs/postgres.md, Replayed and stale).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import itertools
 import json
 import logging
@@ -80,6 +86,31 @@ class DamagedRun(StoreError):
     """A run folder whose journal does not hold what its other files say happened."""
 
 
+class Moved(StoreError):
+    """Another program committed to the process first: the step is taken again from the
+    current state (the engine does; it never reaches a caller)."""
+
+
+class Request:
+    """A reply as a step received it: its attempt id, what it said and who said it. A store
+    that records requests keeps the digest (computed only when one asks)."""
+
+    __slots__ = ("_digest", "attempt", "by", "data")
+
+    def __init__(self, attempt: str, data: Mapping[str, Any], by: str) -> None:
+        self.attempt, self.data, self.by = attempt, data, by
+        self._digest: str | None = None
+
+    @property
+    def digest(self) -> str:
+        if self._digest is None:
+            text = json.dumps(
+                {"by": self.by, "reply": self.data}, sort_keys=True, ensure_ascii=False, default=str
+            )
+            self._digest = hashlib.sha256(text.encode()).hexdigest()
+        return self._digest
+
+
 class Applied(NamedTuple):
     """One journal entry with the states around it: what its events are derived from."""
 
@@ -96,18 +127,29 @@ class Store(Protocol):
     process_id: str
     plan: RunPlan
     started_at: str
+    shared: bool  # other programs may commit between this store's looks (a database)
 
-    def locked(self) -> contextlib.AbstractContextManager[ProcessState]:
-        """Hold the process for one step; yields its current state."""
+    def locked(self, cached: bool = False) -> contextlib.AbstractContextManager[ProcessState]:
+        """Hold the process for one step; yields its current state (`cached`, in a shared
+        store: the state it last knew, which `commit` verifies)."""
         ...
 
-    def commit(self, steps: Sequence[Applied], after: ProcessState) -> None:
+    def commit(self, steps: Sequence[Applied], after: ProcessState, request: Request | None = None) -> None:
         """Make entries durable, all or none (called inside `locked`); `after` is the state
-        they lead to."""
+        they lead to; `request` the reply that made them. Raises `Moved` if another
+        program committed since `locked` read the state."""
         ...
 
-    def entries(self) -> list[dict[str, Any]]:
-        """The journal, in order, as its lines' JSON."""
+    def replayed(self, request: Request) -> bool:
+        """Whether this very reply, with this attempt id, was committed already."""
+        ...
+
+    def behind(self, state: ProcessState) -> bool:
+        """Whether another program committed past `state` (only a shared store's can be)."""
+        ...
+
+    def entries(self, after: int = 0) -> list[dict[str, Any]]:
+        """The journal's entries after entry `after`, in order, as its lines' JSON."""
         ...
 
     def repair(self) -> bool:
@@ -130,28 +172,39 @@ class Store(Protocol):
 class MemoryStore:
     """A store that keeps everything in memory."""
 
+    shared = False
+
     def __init__(self, process_id: str, plan: RunPlan, started_at: str) -> None:
         self.process_id, self.plan = process_id, plan
         self.state = initial_state(plan, started_at)
         self.journal: list[Entry] = []
         self.events: list[dict[str, Any]] = []
         self.started_at = started_at
+        self.requests: dict[str, str] = {}  # attempt id -> the digest of the reply that used it
         self._lock = threading.Lock()
         self._driven = False
 
     @contextlib.contextmanager
-    def locked(self) -> Iterator[ProcessState]:
+    def locked(self, cached: bool = False) -> Iterator[ProcessState]:
         with self._lock:
             yield self.state
 
-    def commit(self, steps: Sequence[Applied], after: ProcessState) -> None:
+    def commit(self, steps: Sequence[Applied], after: ProcessState, request: Request | None = None) -> None:
         for before, settled, entry in steps:
             self.journal.append(entry)
             self.events += entry_events(self.plan, before, settled, entry, self.process_id)
+        if request is not None:
+            self.requests[request.attempt] = request.digest
         self.state = after
 
-    def entries(self) -> list[dict[str, Any]]:
-        return [to_json(entry) for entry in self.journal]
+    def replayed(self, request: Request) -> bool:
+        return self.requests.get(request.attempt) == request.digest
+
+    def behind(self, state: ProcessState) -> bool:
+        return False
+
+    def entries(self, after: int = 0) -> list[dict[str, Any]]:
+        return [to_json(entry) for entry in self.journal[after:]]
 
     def repair(self) -> bool:
         return False  # nothing is derived from the journal but in memory
@@ -202,6 +255,8 @@ def prepare_folder(folder: Path, plan: RunPlan) -> None:
 
 
 class FolderStore:
+    shared = False  # the file lock serializes every program's steps: the state is always current
+
     def __init__(
         self,
         folder: Path,
@@ -267,7 +322,7 @@ class FolderStore:
 
     # -- loading -------------------------------------------------------------------
 
-    def locked(self) -> contextlib.AbstractContextManager[ProcessState]:
+    def locked(self, cached: bool = False) -> contextlib.AbstractContextManager[ProcessState]:
         return self._hold
 
     def _acquire(self) -> ProcessState:
@@ -381,12 +436,18 @@ class FolderStore:
             "cannot be stepped until its journal is restored (docs/runtime.md, Damaged runs)"
         )
 
-    def entries(self) -> list[dict[str, Any]]:
-        return read_journal(self.folder)
+    def entries(self, after: int = 0) -> list[dict[str, Any]]:
+        return read_journal(self.folder)[after:]  # entries are numbered 1, 2, ... in order
 
     # -- writing -------------------------------------------------------------------
 
-    def commit(self, steps: Sequence[Applied], after: ProcessState) -> None:
+    def replayed(self, request: Request) -> bool:
+        return False  # the journal does not say which reply used an attempt id (module docstring)
+
+    def behind(self, state: ProcessState) -> bool:
+        return False  # read under the file lock: current
+
+    def commit(self, steps: Sequence[Applied], after: ProcessState, request: Request | None = None) -> None:
         """Append the entries in one write and sync them: from then on the step has
         happened. The derived files follow, and a failure of theirs is logged and repaired
         later, never raised."""

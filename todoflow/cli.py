@@ -132,6 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "log": lambda: runs.log(args),
         "report": lambda: runs.report(args),
         "learnings": lambda: runs.learnings(args),
+        "db": lambda: runs.db(args),
         "lsp": _lsp,
         "decompile": lambda: _decompile(args),
         "migrate": lambda: _migrate(args),

@@ -1,7 +1,9 @@
-"""The command line's verbs over runs: `run`, `status`, `log`, `report`, `learnings` and `serve`.
+"""The command line's verbs over runs: `run`, `status`, `log`, `report`, `learnings`, `serve`
+and `db` (the PostgreSQL store's schema, and moving runs between stores).
 
 Each reads its options (parsed in `todoflow.cli`) and calls the runtime's one start
-path (`process.start`) or open path (`process.open_process`); errors are
+path (`process.start`) or open path (`process.open_process`) at the store location the
+options name (`--run-dir DIR`, the default, or `--store URL` / `$TODOFLOW_STORE`); errors are
 `TodoflowError`s, which `cli.main` prints. Exit status: 0 done, 1 errors (a refused
 scripted reply, a source that does not compile, a damaged run), 2 usage, 3 a run that
 stopped or is blocked and can be resumed (the command to do it is printed).
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -22,9 +25,11 @@ from todoflow.runtime import RUN_DIR
 
 if TYPE_CHECKING:
     from todoflow.runtime.engine import Engine
+    from todoflow.runtime.process import Runs
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_RESUMABLE = 0, 1, 2, 3
 AGENTS = "`human` (the default), `scripted:REPLIES.yaml` or `llm`"
+STORE = "TODOFLOW_STORE"  # the store location when neither --store nor --run-dir is given
 
 
 def add_parsers(commands: Any) -> None:
@@ -37,7 +42,7 @@ def add_parsers(commands: Any) -> None:
         help="`human` (default) or `scripted:REPLIES.yaml`; a resumed run keeps its own unless given",
     )
     run.add_argument("--tasks", metavar="TASKS.json", help="a ready checklist for the first todo_task step")
-    run.add_argument("--run-dir", default=RUN_DIR, metavar="DIR", help="where runs live")
+    run.add_argument("--run-dir", metavar="DIR", help=f"where runs live (default {RUN_DIR})")
     run.add_argument("--workspace", default=".", metavar="DIR", help="where steps read and write files")
     run.add_argument("--learnings", metavar="DIR", help="the learnings folder (default: beside the source)")
     run.add_argument("--llm", metavar="PROVIDER:MODEL", help="the runtime default model (or $TODOFLOW_LLM)")
@@ -62,7 +67,7 @@ def add_parsers(commands: Any) -> None:
 
     serve = commands.add_parser("serve", help="serve workflows to MCP clients over stdio")
     serve.add_argument("folders", nargs="*", metavar="FLOWS_DIR", help="folders of .todoflow workflows")
-    serve.add_argument("--run-dir", default=RUN_DIR, metavar="DIR", help="where runs live")
+    serve.add_argument("--run-dir", metavar="DIR", help=f"where runs live (default {RUN_DIR})")
     serve.add_argument(
         "--learnings", metavar="DIR", help="the learnings folder (default: beside each source)"
     )
@@ -74,14 +79,17 @@ def add_parsers(commands: Any) -> None:
 
     status = commands.add_parser("status", help="list runs, or show one run's card")
     status.add_argument("process_id", nargs="?", metavar="PROCESS_ID")
-    status.add_argument("--run-dir", default=RUN_DIR, metavar="DIR")
+    status.add_argument("--run-dir", metavar="DIR")
+    status.add_argument(
+        "--follow", action="store_true", help="with PROCESS_ID: print each step as it happens, until complete"
+    )
     status.add_argument("--json", action="store_true", help="print the card as JSON")
     status.add_argument("--svg", metavar="FILE", help="export the card as an SVG image")
     status.add_argument("--png", metavar="FILE", help="export the card as a PNG image (needs Chromium)")
 
     log = commands.add_parser("log", help="the execution log of a run, grouped by step and iteration")
     log.add_argument("process_id", metavar="PROCESS_ID")
-    log.add_argument("--run-dir", default=RUN_DIR, metavar="DIR")
+    log.add_argument("--run-dir", metavar="DIR")
     log.add_argument("--json", action="store_true", help="the log as JSON (docs/runtime.md)")
     log.add_argument("--journal", action="store_true", help="the journal's entries, one JSON line each")
 
@@ -94,14 +102,28 @@ def add_parsers(commands: Any) -> None:
         metavar="FILE",
         help="where to write it (default report.html; `-`: stdout)",
     )
-    report.add_argument("--run-dir", default=RUN_DIR, metavar="DIR")
+    report.add_argument("--run-dir", metavar="DIR")
 
     learnings = commands.add_parser("learnings", help="list, show or retire the learnings of sub-agents")
     learnings.add_argument("action", choices=["list", "show", "retire"])
     learnings.add_argument("id", nargs="?", metavar="LEARNING_ID", help="for show and retire")
-    learnings.add_argument("--learnings", default="learnings", metavar="DIR", help="the learnings folder")
+    learnings.add_argument(
+        "--learnings", metavar="DIR", help="the learnings folder (default `learnings`, or the store's)"
+    )
     learnings.add_argument("--step", metavar="SUB_STEP_ID", help="list one sub-step's learnings")
     learnings.add_argument("--json", action="store_true")
+    for verb in (run, serve, status, log, report, learnings):
+        verb.add_argument(
+            "--store", metavar="URL", help=f"runs in a PostgreSQL database, postgresql://… (or ${STORE})"
+        )
+
+    db = commands.add_parser(
+        "db", help="the PostgreSQL store: its schema; moving runs to and from run folders"
+    )
+    db.add_argument("action", choices=["init", "migrate", "export", "import"])
+    db.add_argument("process_id", nargs="?", metavar="RUN", help="for export and import: the run")
+    db.add_argument("--store", metavar="URL", help=f"the database, postgresql://… (or ${STORE})")
+    db.add_argument("--run-dir", metavar="DIR", help=f"the run folders' folder (default {RUN_DIR})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -155,7 +177,7 @@ def _start(args: argparse.Namespace) -> int:
         llms = config.choices
     engine = process.start(
         reading.definition,
-        Path(args.run_dir),
+        where(args),
         workspace=Path(args.workspace),
         ready=ready,
         learnings=Path(args.learnings) if args.learnings else None,
@@ -163,16 +185,15 @@ def _start(args: argparse.Namespace) -> int:
         agent=agent,
         fast_path_only=args.fast_path_only,
     )
-    print(
-        f"started {engine.process_id} (run folder {Path(args.run_dir) / engine.process_id})", file=sys.stderr
-    )
+    print(f"started {engine.process_id} ({_shown(where(args), engine.process_id)})", file=sys.stderr)
     return _drive(args, engine, agent)
 
 
 def _resume(args: argparse.Namespace) -> int:
     from todoflow.runtime import process
 
-    meta = process.read_meta(Path(args.run_dir) / Path(args.resume).name)
+    runs = process.runs_at(where(args))
+    meta = runs.read_meta(args.resume)
     changed = process.changed_definition(meta)
     if changed and not args.accept_changed_definition:
         print(
@@ -181,7 +202,7 @@ def _resume(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_ERRORS
-    engine = process.open_process(Path(args.run_dir), args.resume)[0]
+    engine = process.open_process(runs, args.resume)[0]
     engine.repair()
     if args.max_turns is not None:
         directive = engine.directive()
@@ -217,7 +238,7 @@ def _drive(args: argparse.Namespace, engine: Engine, spec: str) -> int:
             print(f"note: the run is complete with {left} replies of the script unused", file=sys.stderr)
     if outcome == "complete":
         return EXIT_OK
-    command = ["todoflow", "run", "--resume", engine.process_id, "--run-dir", args.run_dir]
+    command = ["todoflow", "run", "--resume", engine.process_id, *_location_options(args)]
     print(f"resume with: {shlex.join(command)}", file=sys.stderr)
     return EXIT_ERRORS if outcome == "refused" else EXIT_RESUMABLE
 
@@ -249,13 +270,13 @@ def status(args: argparse.Namespace) -> int:
     from todoflow.runtime import process
     from todoflow.runtime.card import card_data, card_png, card_svg, card_text
 
-    run_dir = Path(args.run_dir)
+    runs = process.runs_at(where(args))
     if args.process_id is None:
-        rows = [_row(run_dir, folder, meta) for folder, meta in process.all_metas(run_dir)]
+        rows = [_row(runs, pid, meta) for pid, meta in runs.metas()]
         if args.json:
             print(json.dumps(rows, indent=2, ensure_ascii=False))
         elif not rows:
-            print(f"no runs in {run_dir}")
+            print(f"no runs in {runs.location}")
         for row in rows if not args.json else []:
             spent = (
                 f"  ({row['tokens']['prompt'] + row['tokens']['completion']:,} tokens)"
@@ -264,10 +285,12 @@ def status(args: argparse.Namespace) -> int:
             )
             print(f"{row['process_id']}  {row['status']:<9} {row['where']}{spent}")
         return EXIT_OK
-    with process.open_process(run_dir, args.process_id)[0] as engine:
+    if args.follow:
+        return _follow(runs, args.process_id)
+    with process.open_process(runs, args.process_id)[0] as engine:
         directive = engine.directive()
         state = directive.status(engine.store.driven())
-    finished = process.final_todos(run_dir / Path(args.process_id).name, directive.state.completed_steps)
+    finished = runs.final_todos(args.process_id, directive.state.completed_steps)
     if args.svg:
         Path(args.svg).write_text(card_svg(directive, finished), encoding="utf-8")
         print(f"wrote {args.svg}", file=sys.stderr)
@@ -281,17 +304,17 @@ def status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _row(run_dir: Path, folder: Path, meta: Any) -> dict[str, Any]:
+def _row(runs: Runs, process_id: str, meta: Any) -> dict[str, Any]:
     """One run of the listing; a run that cannot be read is `damaged`, and the listing goes on."""
     from todoflow.dsl.diagnostics import TodoflowError
     from todoflow.runtime import process
 
-    row: dict[str, Any] = {"process_id": folder.name, "workflow": None}
+    row: dict[str, Any] = {"process_id": process_id, "workflow": None}
     if isinstance(meta, TodoflowError):
         return row | {"status": "damaged", "where": str(meta)}
     row["workflow"] = meta.workflow_id
     try:
-        with process.open_process(run_dir, folder.name)[0] as engine:
+        with process.open_process(runs, process_id)[0] as engine:
             directive = engine.directive()  # a damaged run raises, saying what is wrong
             state = directive.status(engine.store.driven())
     except TodoflowError as error:
@@ -309,7 +332,7 @@ def log(args: argparse.Namespace) -> int:
     from todoflow.runtime import process
     from todoflow.runtime.log import log_json, log_text
 
-    with process.open_process(Path(args.run_dir), args.process_id)[0] as engine:
+    with process.open_process(where(args), args.process_id)[0] as engine:
         engine.directive()  # a damaged run is refused here, with what is wrong
         journal = engine.store.entries()
         if args.journal:
@@ -325,7 +348,7 @@ def report(args: argparse.Namespace) -> int:
     from todoflow.runtime.report import ReportError, read_run, run_report
     from todoflow.runtime.report_html import render
 
-    page = render(run_report(read_run(Path(args.run_dir), args.process_id)))
+    page = render(run_report(read_run(where(args), args.process_id)))
     if args.output == "-":
         sys.stdout.write(page)
         return EXIT_OK
@@ -338,16 +361,25 @@ def report(args: argparse.Namespace) -> int:
 
 
 def learnings(args: argparse.Namespace) -> int:
+    from todoflow.runtime import process
     from todoflow.runtime.engine import utc_now
     from todoflow.runtime.learnings import Learnings
 
-    folder = Learnings(Path(args.learnings))
+    if args.learnings and args.store:
+        raise UnreadableError("give --learnings (a folder) or --store (a database), not both")
+    store = None if args.learnings else args.store or os.environ.get(STORE)
+    place = args.learnings or "learnings"
+    folder: Learnings | None = Learnings(Path(place))
+    if store:
+        runs = process.runs_at(_database(store))
+        folder, place = runs.learnings(None), runs.location
+    assert folder is not None  # a database keeps the learnings of all its runs
     if args.action == "list":
         records = folder.records(args.step)
         if args.json:
             print(json.dumps([r.model_dump() for r in records], indent=2, ensure_ascii=False))
         elif not records:
-            print(f"no learnings in {args.learnings}")
+            print(f"no learnings in {place}")
         for record in records if not args.json else []:
             print(
                 f"{record.id}  {record.status:<7} {record.sub_step_id:<16} {record.at}  {record.todo_title}"
@@ -379,9 +411,96 @@ def serve(args: argparse.Namespace) -> int:
     from todoflow.runtime.mcp_server import serve as serve_mcp
 
     learnings = Path(args.learnings) if args.learnings else None
+    location = where(args)
+    if learnings is not None and isinstance(location, str):
+        raise UnreadableError("--learnings names a folder; with --store the learnings live in the database")
     workspace = Path(args.workspace) if args.workspace else None
     if workspace is not None and not workspace.is_dir():
         print(f"todoflow: error: the workspace {workspace} is not a folder", file=sys.stderr)
         return EXIT_USAGE
-    serve_mcp([Path(f) for f in args.folders], Path(args.run_dir), learnings, workspace)
+    serve_mcp([Path(f) for f in args.folders], location, learnings, workspace)
+    return EXIT_OK
+
+
+def where(args: argparse.Namespace) -> Path | str:
+    """The store location the options name: `--store URL`, `--run-dir DIR`, else
+    `$TODOFLOW_STORE`, else the default run folders."""
+    if args.store and args.run_dir:
+        raise UnreadableError("give --store (a database) or --run-dir (run folders), not both")
+    if args.run_dir:
+        return Path(args.run_dir)
+    store = args.store or os.environ.get(STORE)
+    return _database(store) if store else Path(RUN_DIR)
+
+
+def _database(store: str) -> str:
+    from todoflow.runtime.process import is_database
+
+    if not is_database(store):
+        raise UnreadableError(f"--store takes a postgresql:// URL, not `{store}`")
+    return store
+
+
+def _location_options(args: argparse.Namespace) -> list[str]:
+    """The options that name the run's store location again, as they were given."""
+    if args.store:
+        return ["--store", args.store]
+    return ["--run-dir", args.run_dir or RUN_DIR] if args.run_dir or not os.environ.get(STORE) else []
+
+
+def _shown(location: Path | str, process_id: str) -> str:
+    if isinstance(location, Path):
+        return f"run folder {location / process_id}"
+    from todoflow.runtime.pg_store import shown
+
+    return f"in {shown(location)}"
+
+
+def _follow(runs: Runs, process_id: str) -> int:
+    """`status RUN --follow`: a line per journal entry as it is committed, read by sequence
+    number whenever the store says something may have changed (a database notifies; a
+    run folder is looked at a few times a second), until the run completes."""
+    from todoflow.runtime import process
+
+    with process.open_process(runs, process_id)[0] as engine:
+        seen = 0
+        for _ in runs.changes(process_id, seen):
+            directive = engine.directive()
+            for entry in engine.store.entries(seen):
+                print(f"{entry['seq']:>5}  {entry['at']}  {entry['step']}  {entry['type']}", flush=True)
+            seen = directive.state.seq
+            if directive.completed:
+                print("complete: result {}", flush=True)
+                return EXIT_OK
+            if seen and directive.blocked is not None:
+                print(f"blocked: {directive.blocked}", flush=True)
+    return EXIT_OK
+
+
+def db(args: argparse.Namespace) -> int:
+    """`db init`, `db migrate`: the schema; `db export RUN`, `db import RUN`: a run moved
+    from the database to a run folder, or back."""
+    from todoflow.runtime import pg_store, process
+
+    store = args.store or os.environ.get(STORE)
+    if not store:
+        raise UnreadableError(f"`db {args.action}` needs --store postgresql://… (or ${STORE})")
+    url = _database(store)
+    if args.action in ("init", "migrate"):
+        before, after = pg_store.migrate(url, create=args.action == "init")
+        if before == after:
+            print(f"{pg_store.shown(url)}: todoflow's schema is at version {after}")
+        else:
+            print(f"{pg_store.shown(url)}: todoflow's schema went from version {before} to {after}")
+        return EXIT_OK
+    if not args.process_id:
+        print(f"todoflow: error: `db {args.action}` needs the RUN to move", file=sys.stderr)
+        return EXIT_USAGE
+    folders = process.runs_at(Path(args.run_dir or RUN_DIR))
+    database = process.runs_at(url)
+    source, target = (database, folders) if args.action == "export" else (folders, database)
+    process.copy_run(args.process_id, source, target)
+    print(
+        f"{args.action}ed run {args.process_id}: from {source.location} to {target.location}", file=sys.stderr
+    )
     return EXIT_OK

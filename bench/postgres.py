@@ -1,0 +1,219 @@
+"""The PostgreSQL store's speed, against its floor on the same server in the same run.
+
+The floor is the bare guarded transaction, with no engine: the one statement that
+moves a process row's `seq` from N to N+1 only if it is still N and inserts the journal
+row (todoflow's own tables), committed (synchronous_commit on, as the store runs). Ours is
+`Engine.step` of a confirmation through `PgStore`: the reply checked on the state the
+store knows, the step's one statement (guard, row, a notification if the run is
+followed). Both from 1 client (per-step latency) and from 8 concurrent clients, each a program of its own with
+its own connection (steps per second), interleaved over rounds. Then resuming a run of
+1,000 confirmations from the database: open it and ask its first directive.
+
+    .venv/bin/python -m bench.postgres
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from bench.resume import median_time
+from bench.runtime import replies, source
+from bench.scratch import scratch
+from tests.postgres import cluster
+from todoflow.runtime import pg_store, process
+from todoflow.runtime.agents import ScriptedAgent
+from todoflow.runtime.definition import from_source
+from todoflow.runtime.driver import drive
+from todoflow.runtime.engine import Engine
+
+ROUNDS = 5
+STEPS = 400  # per client and round
+CLIENTS = 8
+CHECKLIST = 100  # confirmations per checklist (a checklist holds at most 100 tasks)
+
+
+def floor_client(url: str, pid: str) -> Callable[[int], float]:
+    """A client of the floor: `n` guarded transactions in a row; their time."""
+    connection = psycopg.connect(url, autocommit=True)
+    connection.execute("INSERT INTO todoflow_processes (process_id, meta) VALUES (%s, '{}')", (pid,))
+    seq = [0]
+    line = '{"seq":%d,"at":"2026-01-01T00:00:00.000Z","by":"agent","step":"s0","type":"confirm","position":1,'
+    statement = (
+        "WITH guard AS (UPDATE todoflow_processes SET seq = %(after)s WHERE process_id = %(pid)s "
+        "AND seq = %(before)s RETURNING process_id) INSERT INTO todoflow_journal (process_id, seq, entry) "
+        "SELECT process_id, %(after)s, %(entry)s::json FROM guard"
+    )
+
+    def run(n: int) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            entry = (line % (seq[0] + 1)) + '"evidence":"checked","progress_execution_outcome":"done"}'
+            cursor = connection.execute(
+                statement, {"pid": pid, "before": seq[0], "after": seq[0] + 1, "entry": entry}
+            )
+            assert cursor.rowcount == 1
+            seq[0] += 1
+        return time.perf_counter() - start
+
+    return run
+
+
+def engine_client(url: str, pid: str, folder: Path) -> Callable[[int], float]:
+    """A client of the store: `n` confirmations through the engine; their time."""
+    definition = from_source(source(1, CHECKLIST), "bench.todoflow").or_raise()
+    engines: list[Engine] = []
+    count = [0]
+
+    def fresh() -> Engine:  # a new 100-task checklist when one is done, past its intake
+        for engine in engines:
+            engine.close()
+        engine = process.start(definition, url, workspace=folder, process_id=f"{pid}-{len(engines)}")
+        engines.append(engine)
+        directive = engine.directive()
+        tasks = [
+            {"action": t.action, "expected_result": t.expected_result} for t in directive.ready_tasks or ()
+        ]
+        engine.step(
+            directive.attempt_id, {"tasks": tasks, "progress_checklist_outcome": "ready"}, by="caller"
+        )
+        return engine
+
+    engine = fresh()
+    attempt = [engine.directive().attempt_id]
+
+    def run(n: int) -> float:
+        nonlocal engine
+        took = 0.0
+        for _ in range(n):
+            if count[0] and count[0] % CHECKLIST == 0:
+                engine = fresh()
+                attempt[0] = engine.directive().attempt_id
+            reply = {"evidence": f"checked {count[0]}", "progress_execution_outcome": "done"}
+            start = time.perf_counter()
+            attempt[0] = engine.step(attempt[0], reply).attempt_id
+            took += time.perf_counter() - start
+            count[0] += 1
+        return took
+
+    return run
+
+
+def _worker(kind: str, url: str, pid: str, folder: str, rounds: int, n: int, barrier: Any) -> None:
+    """One client program: its own connection (or store), `rounds` times `n` steps, each
+    round started with the others'."""
+    client = floor_client(url, pid) if kind == "floor" else engine_client(url, pid, Path(folder))
+    for _ in range(rounds):
+        barrier.wait()
+        client(n)
+        barrier.wait()
+
+
+def concurrently(kind: str, url: str, folder: Path, rounds: int, n: int, tag: int) -> list[float]:
+    """Steps per second of `CLIENTS` client programs at once, each doing `n` steps a round."""
+    context = multiprocessing.get_context("spawn")  # fresh programs: no pool or connection inherited
+    barrier = context.Barrier(CLIENTS + 1, timeout=300)
+    workers = [
+        context.Process(
+            target=_worker, args=(kind, url, f"{kind}-many-{tag}-{c}", str(folder), rounds, n, barrier)
+        )
+        for c in range(CLIENTS)
+    ]
+    for worker in workers:
+        worker.start()
+    rates = []
+    for _ in range(rounds):
+        barrier.wait()
+        start = time.perf_counter()
+        barrier.wait()
+        rates.append(CLIENTS * n / (time.perf_counter() - start))
+    for worker in workers:
+        worker.join()
+    return rates
+
+
+def resume_run(url: str, folder: Path) -> tuple[str, float, float]:
+    """A run of 10 checklists of 100 tasks in the database, stopped before its last
+    confirmation; the median time to open it and ask its first directive, and of its floor
+    (reading the journal rows since the last snapshot and the meta, and parsing them)."""
+    definition = from_source(source(10, CHECKLIST), "bench.todoflow").or_raise()
+    engine = process.start(definition, url, workspace=folder, process_id="resume")
+    assert drive(engine, ScriptedAgent(replies(10, CHECKLIST)[:-1], folder), io.StringIO()) == "stopped"
+    engine.close()
+
+    def resume() -> None:
+        with process.open_process(url, "resume")[0] as opened:
+            assert opened.directive().role == "Task 100/100"
+
+    connection = psycopg.connect(url, autocommit=True)
+
+    def floor() -> None:
+        import json
+
+        meta = connection.execute(
+            "SELECT meta::text FROM todoflow_processes WHERE process_id = 'resume'"
+        ).fetchone()
+        snap = connection.execute(
+            "SELECT seq, state::text FROM todoflow_snapshots WHERE process_id = 'resume' "
+            "ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+        assert meta is not None and snap is not None
+        rows = connection.execute(
+            "SELECT entry::text FROM todoflow_journal WHERE process_id = 'resume' AND seq > %s", (snap[0],)
+        ).fetchall()
+        json.loads(meta[0]), json.loads(snap[1]), [json.loads(row[0]) for row in rows]
+
+    resume()  # warm: modules imported, as in a long-running server
+    ours, floors = [], []
+    for _ in range(ROUNDS):
+        floors.append(median_time(floor))
+        ours.append(median_time(resume))
+    connection.close()
+    return "resume", statistics.median(ours), statistics.median(floors)
+
+
+def main() -> None:
+    with scratch() as folder:
+        folder.chmod(0o755)  # the server's own user reaches its cluster inside
+        with cluster(folder / "postgres") as server:
+            url = server.fresh_database("bench")
+            pg_store.migrate(url, create=True)
+            pg_store.pg_runs(url).close()
+            floor, ours = floor_client(url, "floor"), engine_client(url, "ours", folder)
+            one_floor, one_ours, many_floor, many_ours = [], [], [], []
+            for tag in range(ROUNDS):
+                one_floor.append(floor(STEPS) / STEPS)
+                one_ours.append(ours(STEPS) / STEPS)
+                many_floor += concurrently("floor", url, folder, 1, STEPS // 2, tag)
+                many_ours += concurrently("ours", url, folder, 1, STEPS // 2, tag)
+            _, resumed, resume_floor = resume_run(url, folder)
+            pg_store.pg_runs(url).close()
+    latency = [o / f for o, f in zip(one_ours, one_floor, strict=True)]
+    rate = [o / f for o, f in zip(many_ours, many_floor, strict=True)]
+    print(f"{ROUNDS} rounds; medians, with the range of the ratios over the rounds")
+    print(
+        f"{'floor, 1 client: guarded transaction':44s} {statistics.median(one_floor) * 1e6:8.0f} µs per step"
+    )
+    print(
+        f"{'todoflow step, 1 client':44s} {statistics.median(one_ours) * 1e6:8.0f} µs per step  "
+        f"{statistics.median(latency):4.2f}x floor ({min(latency):.2f}-{max(latency):.2f}; target <= 1.5)"
+    )
+    print(f"{f'floor, {CLIENTS} clients':44s} {statistics.median(many_floor):8.0f} steps/s")
+    print(
+        f"{f'todoflow steps, {CLIENTS} clients':44s} {statistics.median(many_ours):8.0f} steps/s  "
+        f"{statistics.median(rate):4.2f}x floor ({min(rate):.2f}-{max(rate):.2f}; target >= 0.7)"
+    )
+    print(f"{'floor: read + parse meta, snapshot, rows':44s} {resume_floor * 1e3:8.2f} ms")
+    label = "resume + first directive (1,000 steps)"
+    print(f"{label:44s} {resumed * 1e3:8.2f} ms  {resumed / resume_floor:4.2f}x floor")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,896 @@
+"""The PostgreSQL store: runs in a database, shared by any number of programs on any number
+of machines (`--store postgresql://…`, docs/postgres.md). The only module that imports
+psycopg (the `postgres` extra).
+
+A run is a row of `todoflow_processes` (its meta, run.json's text, and `seq`, the
+journal's last entry), its plan files, and an append-only `todoflow_journal` whose rows
+hold exactly the JSON lines a run folder's journal.jsonl holds. Learnings and MCP starts
+live in the database too, so a program needs nothing but the connection string.
+
+**A step is one transaction**, one statement in autocommit: the guarded update of the
+process row (`seq` from N to N+k only if it is still N), the journal rows (unique on
+process and sequence, and on process and attempt id), the learnings the step proves,
+every 1,000 entries a snapshot of the state, and a notification if someone follows the
+run, all or none, under
+READ COMMITTED. A store reads the rows after the entry it knows when a step takes the
+process (`locked`), and commits on that state; if another program committed first, the
+guard matches no row and `commit` raises `Moved`: the engine takes the step again from
+the current state, where its attempt id is stale (or `Replayed`, for this very reply).
+Nothing is held between steps, so any program serves any process.
+
+The attempt id and a digest of the reply (`store.Request`) are kept with the step's
+last journal row: a reply sent again after its step committed (the answer was lost)
+is recognised and answered `Replayed`, not refused. A connection lost during the
+commit leaves its outcome unknown to us: the store forgets its state and raises
+`Moved`, so the step is looked at again from what the database holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+from pydantic import ValidationError
+
+from todoflow.compiler.formats import Plan, StepConfig, Todos
+
+from .entries import EntryFormatError, SubAgentDone, entry_from_json, to_json
+from .events import todos
+from .learnings import Learning, LearningError, Learnings, learning_of
+from .plan import PlanError, RunPlan, Task, configs_of, from_plan, templates_of
+from .process import READY, RunMeta, RunRecord, Starts, run_plan
+from .state import ProcessState, from_json, initial_state, leave, settle
+from .state import to_json as state_json
+from .store import SNAPSHOT_EVERY, Applied, DamagedRun, Moved, Request, StoreError, _line
+
+T = TypeVar("T")
+POOL_SIZE = 4  # connections a program keeps to one database
+CHANNEL = "todoflow_journal"  # NOTIFY channel: `<process id> <seq>` after each step
+DRIVER_LOCKS = 0x746F646F  # advisory-lock namespace of the instances that drive runs
+FOLLOW_WAKE = 5.0  # seconds a follower waits for a notification before looking anyway
+CONNECT_TIMEOUT = 10
+
+_runs: dict[str, PgRuns] = {}
+_runs_lock = threading.Lock()
+
+
+class DatabaseError(StoreError):
+    """A database that cannot be used, with the reason."""
+
+
+def pg_runs(url: str) -> PgRuns:
+    """The runs of the database at `url`; one pool per database and program."""
+    with _runs_lock:
+        found = _runs.get(url)
+        if found is None or found.closed:
+            found = _runs[url] = PgRuns(url)
+        return found
+
+
+def shown(url: str) -> str:
+    """The URL without its password, as messages name it."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    user = f"{parts.username}@" if parts.username else ""
+    port = f":{parts.port}" if parts.port else ""
+    return urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, parts.query, parts.fragment))
+
+
+# -- the schema --------------------------------------------------------------------
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """(version, file name, SQL) of the schema's versioned files, in order."""
+    folder = resources.files("todoflow.runtime") / "sql"
+    found = []
+    for item in folder.iterdir():
+        if item.name.endswith(".sql") and item.name[:3].isdigit():
+            found.append((int(item.name[:3]), item.name, item.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+def latest_version() -> int:
+    return migrations()[-1][0]
+
+
+def schema_version(connection: psycopg.Connection[Any]) -> int:
+    """The schema version the database holds (0: none)."""
+    exists = connection.execute("SELECT to_regclass('todoflow_schema') IS NOT NULL").fetchone()
+    if not exists or not exists[0]:
+        return 0
+    row = connection.execute("SELECT coalesce(max(version), 0) FROM todoflow_schema").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(url: str, create: bool) -> tuple[int, int]:
+    """Bring the database's schema to the latest version, in one transaction (two programs
+    migrating at once take turns); (the version before, the version after). `create`: a
+    database without the schema gets it (`db init`); else it is refused (`db migrate`)."""
+    try:
+        with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT) as connection:
+            connection.execute("SELECT pg_advisory_xact_lock(%s, 0)", (DRIVER_LOCKS,))
+            connection.execute(
+                "CREATE TABLE IF NOT EXISTS todoflow_schema "
+                "(version int PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())"
+            )
+            before = schema_version(connection)
+            if before == 0 and not create:
+                raise DatabaseError(
+                    f"the database {shown(url)} has no todoflow schema: create it with `todoflow db init`"
+                )
+            if before > latest_version():
+                raise DatabaseError(_newer(url, before))
+            for version, name, sql in migrations():
+                if version > before:
+                    connection.execute(sql.encode())
+                    connection.execute(
+                        "INSERT INTO todoflow_schema (version, name) VALUES (%s, %s)", (version, name)
+                    )
+            connection.commit()
+    except psycopg.Error as error:
+        raise DatabaseError(f"cannot migrate {shown(url)}: {_reason(error)}") from None
+    return before, latest_version()
+
+
+def _newer(url: str, version: int) -> str:
+    return (
+        f"the database {shown(url)} holds todoflow's schema version {version}, newer than this "
+        f"todoflow's {latest_version()}: upgrade todoflow"
+    )
+
+
+def _no_connection(location: str) -> DatabaseError:
+    return DatabaseError(f"cannot reach {location}: no connection within the time allowed")
+
+
+def _reason(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+# -- the runs of a database --------------------------------------------------------
+
+
+class PgRuns:
+    """The runs of one database, through a small pool of connections."""
+
+    learnings_in_folders = False
+
+    def __init__(self, url: str, pool_size: int = POOL_SIZE) -> None:
+        self.url, self.location = url, shown(url)
+        self.closed = False
+        self.pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+            open=False,
+            name="todoflow",
+            timeout=CONNECT_TIMEOUT,  # a call waits this long for a connection (a server restarting)
+        )
+        try:
+            self.pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+        except PoolTimeout:
+            self.pool.close()
+            raise DatabaseError(f"cannot connect to {self.location}: {self._why_not()}") from None
+        try:
+            version = self.read(schema_version)
+        except BaseException:
+            self.pool.close()
+            raise
+        if version != latest_version():
+            self.pool.close()
+            if version == 0:
+                raise DatabaseError(
+                    f"the database {self.location} has no todoflow schema: create it with "
+                    f"`todoflow db init --store URL`"
+                )
+            if version > latest_version():
+                raise DatabaseError(_newer(url, version))
+            raise DatabaseError(
+                f"the database {self.location} holds todoflow's schema version {version}; this todoflow "
+                f"needs {latest_version()}: upgrade it with `todoflow db migrate --store URL`"
+            )
+        self._learnings = PgLearnings(self)
+        self._presence: psycopg.Connection[Any] | None = None
+        self._presence_lock = threading.Lock()
+        self.instance = 0
+
+    def _why_not(self) -> str:
+        try:
+            psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT).close()
+        except psycopg.Error as error:
+            return _reason(error)
+        return "no connection within the time allowed"
+
+    def read(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """`work` on a pooled connection; a connection the server dropped (a restart) is
+        replaced and the work done again: reading twice changes nothing."""
+        for tries in range(POOL_SIZE + 2):
+            try:
+                with self.pool.connection() as connection:
+                    return work(connection)
+            except psycopg.OperationalError as error:
+                if tries == POOL_SIZE + 1:
+                    raise DatabaseError(f"cannot reach {self.location}: {_reason(error)}") from None
+            except PoolTimeout:
+                raise _no_connection(self.location) from None
+            except psycopg.Error as error:
+                raise DatabaseError(f"{self.location}: {_reason(error)}") from None
+        raise AssertionError("unreachable")
+
+    def write(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """`work` in one transaction; a failure is a `DatabaseError` and changes nothing."""
+
+        def transaction(connection: psycopg.Connection[Any]) -> T:
+            with connection.transaction():
+                return work(connection)
+
+        return self.read(transaction)
+
+    # -- starting and opening ----------------------------------------------------------
+
+    def create(
+        self, files: Iterable[tuple[str, str]], meta: RunMeta, ready: Mapping[str, tuple[Task, ...]]
+    ) -> None:
+        from .process import _meta_text, _ready_text
+
+        stored = dict(files)
+        if ready:
+            stored[READY] = _ready_text(ready)
+        self._insert_run(meta.process_id, _meta_text(meta), stored, [], [])
+
+    def _insert_run(
+        self,
+        process_id: str,
+        meta: str,
+        files: Mapping[str, str],
+        journal: Sequence[str],
+        learnings: Sequence[tuple[str, str]],
+    ) -> None:
+        def insert(connection: psycopg.Connection[Any]) -> None:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "INSERT INTO todoflow_processes (process_id, seq, meta) VALUES (%s, %s, %s::json) "
+                    "ON CONFLICT DO NOTHING",
+                    (process_id, len(journal), meta),
+                )
+                if cursor.rowcount != 1:
+                    raise StoreError(f"there is a run `{process_id}` in {self.location} already")
+                cursor.executemany(
+                    "INSERT INTO todoflow_plan_files (process_id, path, content) VALUES (%s, %s, %s)",
+                    [(process_id, path, text) for path, text in files.items()],
+                )
+                cursor.executemany(
+                    "INSERT INTO todoflow_journal (process_id, seq, entry) VALUES (%s, %s, %s::json)",
+                    [(process_id, number, line) for number, line in enumerate(journal, start=1)],
+                )
+                cursor.executemany(
+                    "INSERT INTO todoflow_learnings (id, sub_step_id, process_id, status, record) "
+                    "VALUES (%s, %s, %s, %s, %s::json) ON CONFLICT DO NOTHING",
+                    [_learning_row(sub_step, line) for sub_step, line in learnings],
+                )
+
+        self.write(insert)
+
+    def load(self, process_id: str) -> tuple[RunMeta, PgStore, Learnings | None]:
+        rows = self.read(
+            lambda c: c.execute(
+                "SELECT p.meta::text, f.path, f.content FROM todoflow_processes p "
+                "LEFT JOIN todoflow_plan_files f USING (process_id) WHERE p.process_id = %s",
+                (process_id,),
+            ).fetchall()
+        )
+        if not rows:
+            raise StoreError(self._no_run(process_id))
+        meta = _meta(process_id, rows[0][0])
+        files = {path: content for _, path, content in rows if path is not None}
+        plan = run_plan(plan_from_files(files, meta), meta, files.get(READY))
+        store = PgStore(self, meta.process_id, plan, meta.started_at, self._learnings, meta.source_sha256)
+        return meta, store, self._learnings
+
+    def _no_run(self, process_id: str) -> str:
+        known = [pid for pid, _ in self._listed(20)]
+        return f"no run `{process_id}` in {self.location} (runs: {', '.join(known) or 'none'})"
+
+    def _listed(self, limit: int | None = None) -> list[tuple[str, str]]:
+        query = "SELECT process_id, meta::text FROM todoflow_processes ORDER BY created DESC, process_id DESC"
+        if limit is not None:
+            query += f" LIMIT {int(limit)}"
+        return self.read(lambda c: [(str(a), str(b)) for a, b in c.execute(query).fetchall()])
+
+    def read_meta(self, process_id: str) -> RunMeta:
+        row = self.read(
+            lambda c: c.execute(
+                "SELECT meta::text FROM todoflow_processes WHERE process_id = %s", (process_id,)
+            ).fetchone()
+        )
+        if row is None:
+            raise StoreError(self._no_run(process_id))
+        return _meta(process_id, row[0])
+
+    def metas(self) -> Iterator[tuple[str, RunMeta | StoreError]]:
+        for process_id, text in self._listed():
+            try:
+                yield process_id, _meta(process_id, text)
+            except StoreError as error:
+                yield process_id, error
+
+    def journal_lines(self, process_id: str, after: int = 0) -> list[str]:
+        rows = self.read(
+            lambda c: c.execute(
+                "SELECT entry::text FROM todoflow_journal WHERE process_id = %s AND seq > %s ORDER BY seq",
+                (process_id, after),
+            ).fetchall()
+        )
+        return [row[0] for row in rows]
+
+    def final_todos(self, process_id: str, step_ids: Iterable[str]) -> dict[str, Todos]:
+        """Of each finished step asked for, its todos as its last entry left them: derived
+        from the journal rows, as a run folder's todos/ files are."""
+        wanted = set(step_ids)
+        _, store, _ = self.load(process_id)
+        found: dict[str, Todos] = {}
+        for applied in store.replay(self.journal_lines(process_id)):
+            settled = applied.settled
+            step = store.plan.step(settled.step_id or "")
+            if settled.step_complete and step.id in wanted and step.kind == "todo_task" and settled.tasks:
+                found[step.id] = Todos.model_validate_json(todos(step, settled))
+        return found
+
+    def plan_file(self, process_id: str, relative: str) -> str | None:
+        row = self.read(
+            lambda c: c.execute(
+                "SELECT content FROM todoflow_plan_files WHERE process_id = %s AND path = %s",
+                (process_id, relative),
+            ).fetchone()
+        )
+        return None if row is None else str(row[0])
+
+    def learnings(self, meta: RunMeta | None) -> Learnings | None:
+        return self._learnings
+
+    def starts(self) -> Starts:
+        return PgStarts(self)
+
+    # -- following -----------------------------------------------------------------
+
+    def changes(self, process_id: str, seq: int) -> Iterator[None]:
+        """LISTEN on the journal's channel: wakes at a notification for the run, and every
+        few seconds anyway (the caller catches up by sequence number)."""
+        with psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as connection:
+            connection.execute(f"LISTEN {CHANNEL}")
+            connection.execute(  # followers that went away without saying so
+                "DELETE FROM todoflow_followers f WHERE NOT EXISTS "
+                "(SELECT 1 FROM pg_stat_activity a WHERE a.pid = f.follower)"
+            )
+            connection.execute(
+                "INSERT INTO todoflow_followers VALUES (%s, pg_backend_pid()) ON CONFLICT DO NOTHING",
+                (process_id,),
+            )
+            try:
+                yield  # listening: whatever committed before this is read by sequence number
+                while True:
+                    for note in connection.notifies(timeout=FOLLOW_WAKE):
+                        if note.payload.rsplit(" ", 1)[0] == process_id:
+                            break
+                    yield
+            finally:
+                with contextlib.suppress(psycopg.Error):
+                    connection.execute(
+                        "DELETE FROM todoflow_followers "
+                        "WHERE process_id = %s AND follower = pg_backend_pid()",
+                        (process_id,),
+                    )
+
+    # -- moving runs -------------------------------------------------------------------
+
+    def export(self, process_id: str) -> RunRecord:
+        def read(connection: psycopg.Connection[Any]) -> RunRecord:
+            row = connection.execute(
+                "SELECT meta::text FROM todoflow_processes WHERE process_id = %s", (process_id,)
+            ).fetchone()
+            if row is None:
+                raise StoreError(self._no_run(process_id))
+            files = connection.execute(
+                "SELECT path, content FROM todoflow_plan_files WHERE process_id = %s ORDER BY path",
+                (process_id,),
+            ).fetchall()
+            journal = connection.execute(
+                "SELECT entry::text FROM todoflow_journal WHERE process_id = %s ORDER BY seq", (process_id,)
+            ).fetchall()
+            return RunRecord(
+                process_id,
+                str(row[0]),
+                {str(path): str(text) for path, text in files},
+                [str(line) for (line,) in journal],
+                [],
+            )
+
+        record = self.read(lambda c: _in_snapshot(c, read))
+        return record._replace(learnings=self._learnings.lines(process_id))
+
+    def import_run(self, record: RunRecord) -> None:
+        for number, line in enumerate(record.journal, start=1):
+            try:
+                seq = json.loads(line).get("seq")
+            except (ValueError, AttributeError):
+                seq = None
+            if seq != number:
+                raise DamagedRun(f"run `{record.process_id}`: journal line {number} is not entry {number}")
+        self._insert_run(record.process_id, record.meta, record.files, record.journal, record.learnings)
+
+    # -- who drives a run ----------------------------------------------------------
+
+    def presence(self) -> int:
+        """This program's instance number, held as an advisory lock for as long as it
+        lives: a run it drives is `running` while the lock is held (a killed program's
+        lock goes with its connection)."""
+        with self._presence_lock:
+            if self._presence is None or self._presence.closed:
+                try:
+                    connection = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+                    row = connection.execute("SELECT nextval('todoflow_instances')").fetchone()
+                    assert row is not None
+                    self.instance = int(row[0]) % (1 << 31)
+                    connection.execute("SELECT pg_advisory_lock(%s, %s)", (DRIVER_LOCKS, self.instance))
+                except psycopg.Error as error:
+                    raise DatabaseError(f"cannot reach {self.location}: {_reason(error)}") from None
+                self._presence = connection
+            return self.instance
+
+    def close(self) -> None:
+        with _runs_lock:
+            if _runs.get(self.url) is self:
+                del _runs[self.url]
+        self.closed = True
+        with self._presence_lock:
+            if self._presence is not None:
+                self._presence.close()
+                self._presence = None
+        self.pool.close()
+
+
+def _in_snapshot(connection: psycopg.Connection[Any], work: Callable[[psycopg.Connection[Any]], T]) -> T:
+    """`work` in one REPEATABLE READ transaction: every query sees the same moment."""
+    connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    try:
+        return work(connection)
+    finally:
+        connection.execute("ROLLBACK")
+
+
+def _meta(process_id: str, text: str) -> RunMeta:
+    try:
+        return RunMeta.model_validate_json(text)
+    except ValidationError as error:
+        raise StoreError(f"run `{process_id}`: its meta cannot be read ({_reason(error)})") from None
+
+
+def plan_from_files(files: Mapping[str, str], meta: RunMeta) -> RunPlan:
+    """The plan stored with a run: plan.json, step_config.json and prompts/."""
+    try:
+        plan = Plan.model_validate_json(files["plan.json"])
+        config = (
+            StepConfig.model_validate_json(files["step_config.json"]) if "step_config.json" in files else None
+        )
+    except (KeyError, ValueError) as error:
+        raise PlanError(
+            f"run `{meta.process_id}`: its stored plan cannot be read ({_reason(error)})"
+        ) from None
+    return from_plan(
+        plan, meta.workflow_id, meta.title or meta.workflow_id, templates_of(files), configs_of(config)
+    )
+
+
+def _learning_row(sub_step_id: str, line: str) -> tuple[str, str, str, str, str]:
+    record = Learning.model_validate_json(line)
+    return (record.id, sub_step_id, record.process_id, record.status, line)
+
+
+# -- one process's store -----------------------------------------------------------
+
+
+class _Hold:
+    """`PgStore.locked()`: this program's thread lock and the rows others committed since
+    (not read for a step on the state the store knows: its commit checks that)."""
+
+    __slots__ = ("cached", "store")
+
+    def __init__(self, store: PgStore, cached: bool) -> None:
+        self.store, self.cached = store, cached
+
+    def __enter__(self) -> ProcessState:
+        return self.store._acquire(self.cached)
+
+    def __exit__(self, *exc: object) -> None:
+        self.store._lock.release()
+
+
+class PgStore:
+    shared = True
+
+    def __init__(
+        self,
+        runs: PgRuns,
+        process_id: str,
+        plan: RunPlan,
+        started_at: str,
+        learnings: Learnings | None,
+        definition_sha256: str | None,
+    ) -> None:
+        self.runs, self.process_id, self.plan, self.started_at = runs, process_id, plan, started_at
+        self.learnings, self.definition_sha256 = learnings, definition_sha256
+        self._lock = threading.Lock()
+        self._state: ProcessState | None = None
+        self._holds = (_Hold(self, False), _Hold(self, True))
+        self._driving = False
+
+    def locked(self, cached: bool = False) -> contextlib.AbstractContextManager[ProcessState]:
+        return self._holds[cached]
+
+    def _acquire(self, cached: bool) -> ProcessState:
+        self._lock.acquire()
+        try:
+            if not cached or self._state is None:
+                self._state = self.runs.read(self._refresh)
+            return self._state
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _refresh(self, connection: psycopg.Connection[Any]) -> ProcessState:
+        """The state the database holds: the known one plus the rows committed since."""
+        state = self._state
+        if state is None:
+            row = connection.execute(
+                "SELECT seq, state::text FROM todoflow_snapshots WHERE process_id = %s "
+                "ORDER BY seq DESC LIMIT 1",
+                (self.process_id,),
+            ).fetchone()
+            state = from_json(json.loads(row[1])) if row else initial_state(self.plan, self.started_at)
+        rows = connection.execute(
+            "SELECT entry::text FROM todoflow_journal WHERE process_id = %s AND seq > %s ORDER BY seq",
+            (self.process_id, state.seq),
+        ).fetchall()
+        for applied in self.replay((row[0] for row in rows), state):
+            state = leave(self.plan, applied.settled, applied.entry.at)
+        return state
+
+    def replay(self, lines: Iterable[str], state: ProcessState | None = None) -> Iterator[Applied]:
+        """Each journal line, folded into the state, as an `Applied`; a line that is not the
+        next entry makes the run `DamagedRun`."""
+        current = state or initial_state(self.plan, self.started_at)
+        for line in lines:
+            try:
+                entry = entry_from_json(json.loads(line))
+            except (ValueError, EntryFormatError):
+                raise self._damaged(
+                    f"the journal row after entry {current.seq} is not an entry", current
+                ) from None
+            if entry.seq != current.seq + 1:
+                raise self._damaged(f"entry {entry.seq} follows entry {current.seq}", current)
+            settled = settle(self.plan, current, entry)
+            yield Applied(current, settled, entry)
+            current = leave(self.plan, settled, entry.at)
+
+    def _damaged(self, problem: str, state: ProcessState) -> DamagedRun:
+        return DamagedRun(
+            f"run `{self.process_id}` is damaged: {problem}; the journal holds {state.seq} entries "
+            "before it. Nothing was changed"
+        )
+
+    def commit(self, steps: Sequence[Applied], after: ProcessState, request: Request | None = None) -> None:
+        """The step's one statement: guard, journal rows, learnings, snapshot, notification."""
+        before = steps[0].before.seq
+        lines = [_line(to_json(applied.entry))[:-1].decode() for applied in steps]
+        attempts: list[str | None] = [None] * len(steps)
+        digests: list[str | None] = [None] * len(steps)
+        if request is not None:
+            attempts[-1], digests[-1] = request.attempt, request.digest
+        parts = [_GUARD, _ROWS]
+        values: dict[str, Any] = {
+            "pid": self.process_id,
+            "before": before,
+            "after": after.seq,
+            "seqs": [applied.seq for applied in steps],
+            "attempts": attempts,
+            "digests": digests,
+            "entries": lines,
+            "note": f"{self.process_id} {after.seq}",
+        }
+        learned = self._learned(steps)
+        if learned:
+            parts.append(_LEARNINGS)
+            values["learnings"] = [learning.model_dump_json() for learning in learned]
+        if any(seq % SNAPSHOT_EVERY == 0 for seq in range(before + 1, after.seq + 1)):
+            parts.append(_SNAPSHOT)
+            values["state"] = json.dumps(state_json(after), ensure_ascii=False)
+        if len(parts) == 2 and len(steps) == 1:  # the common step: one row, positional parameters
+            statement: str = _ONE_ROW
+            arguments: Any = (
+                after.seq,
+                self.process_id,
+                before,
+                after.seq,
+                attempts[0],
+                digests[0],
+                lines[0],
+            )
+            arguments += (values["note"],)
+        else:
+            statement, arguments = "WITH " + ", ".join(parts) + _NOTIFY, values
+        try:
+            with self.runs.pool.connection() as connection:
+                row = connection.execute(statement, arguments).fetchone()
+        except psycopg.OperationalError:  # the outcome is unknown: look again at what the database holds
+            self._state = None
+            raise Moved(f"run `{self.process_id}`: the database did not confirm the step") from None
+        except PoolTimeout:
+            raise _no_connection(self.runs.location) from None
+        except psycopg.Error as error:
+            raise DatabaseError(f"the step was not saved: {_reason(error)}") from None
+        if row is None or row[0] != len(steps):
+            self._state = None
+            raise Moved(f"run `{self.process_id}`: another program stepped it first")
+        self._state = after
+
+    def _learned(self, steps: Sequence[Applied]) -> list[Learning]:
+        """The learning of each validated delegation to a route: written with the step."""
+        found = []
+        for before, _, entry in steps:
+            if isinstance(entry, SubAgentDone) and entry.passed:
+                learning = learning_of(self.plan, self.process_id, self.definition_sha256, before, entry)
+                if learning is not None:
+                    found.append(learning)
+        return found
+
+    def replayed(self, request: Request) -> bool:
+        row = self.runs.read(
+            lambda c: c.execute(
+                "SELECT request FROM todoflow_journal WHERE process_id = %s AND attempt = %s",
+                (self.process_id, request.attempt),
+            ).fetchone()
+        )
+        return row is not None and row[0] == request.digest
+
+    def behind(self, state: ProcessState) -> bool:
+        row = self.runs.read(
+            lambda c: c.execute(
+                "SELECT seq FROM todoflow_processes WHERE process_id = %s", (self.process_id,)
+            ).fetchone()
+        )
+        return row is None or row[0] != state.seq
+
+    def entries(self, after: int = 0) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.runs.journal_lines(self.process_id, after)]
+
+    def repair(self) -> bool:
+        return False  # nothing derived is stored: events and todos are made from the rows when asked
+
+    def drive(self) -> None:
+        if self._driving:
+            return
+        instance = self.runs.presence()
+        self.runs.write(
+            lambda c: c.execute(
+                "INSERT INTO todoflow_drivers (process_id, instance) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                (self.process_id, instance),
+            )
+        )
+        self._driving = True
+
+    def driven(self) -> bool:
+        if self._driving:
+            return True
+        row = self.runs.read(
+            lambda c: c.execute(
+                "SELECT EXISTS (SELECT 1 FROM todoflow_drivers d JOIN pg_locks l ON l.locktype = 'advisory' "
+                "AND l.classid = %s::oid AND l.objid = d.instance::oid AND l.objsubid = 2 AND l.granted "
+                "WHERE d.process_id = %s)",
+                (DRIVER_LOCKS, self.process_id),
+            ).fetchone()
+        )
+        return bool(row and row[0])
+
+    def close(self) -> None:
+        if self._driving and not self.runs.closed:
+            with contextlib.suppress(StoreError):
+                self.runs.write(
+                    lambda c: c.execute(
+                        "DELETE FROM todoflow_drivers WHERE process_id = %s AND instance = %s",
+                        (self.process_id, self.runs.instance),
+                    )
+                )
+        self._driving = False
+
+
+# The parts of a step's statement. The guard matches the process row only at the entry the
+# step was taken from; everything else reads it, so a step that lost the race writes nothing.
+_GUARD = (
+    "guard AS (UPDATE todoflow_processes SET seq = %(after)s "
+    "WHERE process_id = %(pid)s AND seq = %(before)s RETURNING process_id)"
+)
+_ROWS = (
+    "journal AS (INSERT INTO todoflow_journal (process_id, seq, attempt, request, entry) "
+    "SELECT guard.process_id, r.seq, r.attempt, r.request, r.entry::json FROM guard, "
+    "unnest(%(seqs)s::bigint[], %(attempts)s::text[], %(digests)s::text[], %(entries)s::text[]) "
+    "AS r(seq, attempt, request, entry) RETURNING seq)"
+)
+_LEARNINGS = (
+    "learned AS (INSERT INTO todoflow_learnings (id, sub_step_id, process_id, status, record) "
+    "SELECT l.record->>'id', l.record->>'sub_step_id', guard.process_id, 'active', l.record "
+    "FROM guard, unnest(%(learnings)s::json[]) AS l(record) ON CONFLICT (id, status) DO NOTHING)"
+)
+_SNAPSHOT = (
+    "snapshot AS (INSERT INTO todoflow_snapshots (process_id, seq, state) "
+    "SELECT guard.process_id, %(after)s, %(state)s::json FROM guard ON CONFLICT DO NOTHING)"
+)
+# NOTIFY only for a run someone follows: PostgreSQL commits notifying transactions one at
+# a time (a lock held through the commit's WAL flush), which would cost every step its
+# share of group commit.
+_FOLLOWED = "WHERE EXISTS (SELECT 1 FROM todoflow_followers f WHERE f.process_id = guard.process_id)"
+_NOTIFY = (
+    ", noted AS (SELECT pg_notify('" + CHANNEL + "', %(note)s) FROM guard " + _FOLLOWED + ") "
+    "SELECT (SELECT count(*) FROM journal), (SELECT count(*) FROM noted)"
+)
+
+
+_ONE_ROW = (
+    "WITH guard AS (UPDATE todoflow_processes SET seq = %s WHERE process_id = %s AND seq = %s "
+    "RETURNING process_id), journal AS (INSERT INTO todoflow_journal "
+    "(process_id, seq, attempt, request, entry) "
+    "SELECT process_id, %s, %s, %s, %s::json FROM guard RETURNING seq), "
+    "noted AS (SELECT pg_notify('" + CHANNEL + "', %s) FROM guard " + _FOLLOWED + ") "
+    "SELECT (SELECT count(*) FROM journal), (SELECT count(*) FROM noted)"
+)
+
+
+# -- learnings and starts ------------------------------------------------------------
+
+
+class PgLearnings(Learnings):
+    """The learnings of every run in the database: one row per line a run folder's
+    learnings.jsonl would hold (a record, then its retirement)."""
+
+    def __init__(self, runs: PgRuns) -> None:
+        super().__init__(Path(runs.location))
+        self.runs = runs
+
+    def add(self, learning: Learning) -> bool:
+        cursor = self.runs.write(
+            lambda c: c.execute(
+                "INSERT INTO todoflow_learnings (id, sub_step_id, process_id, status, record) "
+                "VALUES (%s, %s, %s, %s, %s::json) ON CONFLICT DO NOTHING",
+                (
+                    learning.id,
+                    learning.sub_step_id,
+                    learning.process_id,
+                    "active",
+                    learning.model_dump_json(),
+                ),
+            )
+        )
+        return cursor.rowcount == 1
+
+    def records(self, sub_step_id: str | None = None) -> list[Learning]:
+        query = "SELECT DISTINCT ON (id) record::text FROM todoflow_learnings"
+        args: tuple[str, ...] = ()
+        if sub_step_id is not None:
+            query, args = query + " WHERE sub_step_id = %s", (sub_step_id,)
+        rows = self.runs.read(lambda c: c.execute(query + " ORDER BY id, line DESC", args).fetchall())
+        found = [Learning.model_validate_json(row[0]) for row in rows]
+        return sorted(found, key=lambda learning: (learning.at, learning.id))
+
+    def find(self, learning_id: str) -> Learning:
+        row = self.runs.read(
+            lambda c: c.execute(
+                "SELECT record::text FROM todoflow_learnings WHERE id = %s ORDER BY line DESC LIMIT 1",
+                (learning_id,),
+            ).fetchone()
+        )
+        if row is None:
+            raise LearningError(f"no learning `{learning_id}` in {self.runs.location}")
+        return Learning.model_validate_json(row[0])
+
+    def retire(self, learning_id: str, at: str) -> Learning:
+        learning = self.find(learning_id)
+        if learning.status == "retired":
+            return learning
+        retired = learning.model_copy(update={"status": "retired", "at": at})
+        self.add_lines([(retired.sub_step_id, retired.model_dump_json())])
+        return retired
+
+    def lines(self, process_id: str) -> list[tuple[str, str]]:
+        rows = self.runs.read(
+            lambda c: c.execute(
+                "SELECT sub_step_id, record::text FROM todoflow_learnings "
+                "WHERE process_id = %s ORDER BY line",
+                (process_id,),
+            ).fetchall()
+        )
+        return [(str(sub), str(line)) for sub, line in rows]
+
+    def add_lines(self, lines: Iterable[tuple[str, str]]) -> None:
+        rows = [_learning_row(sub_step, line) for sub_step, line in lines]
+        self.runs.write(
+            lambda c: c.cursor().executemany(
+                "INSERT INTO todoflow_learnings (id, sub_step_id, process_id, status, record) "
+                "VALUES (%s, %s, %s, %s, %s::json) ON CONFLICT DO NOTHING",
+                rows,
+            )
+        )
+
+
+class PgStarts:
+    """MCP starts in the database: any server executes a start another one prepared, once."""
+
+    def __init__(self, runs: PgRuns) -> None:
+        self.runs = runs
+
+    def prepare(self, start_id: str, record: dict[str, Any]) -> None:
+        self.runs.write(
+            lambda c: c.execute(
+                "INSERT INTO todoflow_starts (start_id, record) VALUES (%s, %s::json)",
+                (start_id, json.dumps(record, ensure_ascii=False)),
+            )
+        )
+
+    def executed(self, start_id: str) -> str | None:
+        row = self.runs.read(
+            lambda c: c.execute(
+                "SELECT coalesce(process_id, '') FROM todoflow_starts WHERE start_id = %s AND claimed",
+                (start_id,),
+            ).fetchone()
+        )
+        return None if row is None else str(row[0])
+
+    def record(self, start_id: str) -> dict[str, Any] | None:
+        row = self.runs.read(
+            lambda c: c.execute(
+                "SELECT record::text FROM todoflow_starts WHERE start_id = %s AND NOT claimed", (start_id,)
+            ).fetchone()
+        )
+        found: dict[str, Any] | None = None if row is None else json.loads(row[0])
+        return found
+
+    def claim(self, start_id: str) -> bool:
+        cursor = self.runs.write(
+            lambda c: c.execute(
+                "UPDATE todoflow_starts SET claimed = true WHERE start_id = %s AND NOT claimed", (start_id,)
+            )
+        )
+        return cursor.rowcount == 1
+
+    def done(self, start_id: str, process_id: str) -> None:
+        self.runs.write(
+            lambda c: c.execute(
+                "UPDATE todoflow_starts SET process_id = %s WHERE start_id = %s", (process_id, start_id)
+            )
+        )
+
+    def release(self, start_id: str) -> None:
+        self.runs.write(
+            lambda c: c.execute(
+                "UPDATE todoflow_starts SET claimed = false WHERE start_id = %s AND process_id IS NULL",
+                (start_id,),
+            )
+        )
+
+    def expire(self, older_than: float) -> None:
+        self.runs.write(
+            lambda c: c.execute(
+                "DELETE FROM todoflow_starts WHERE created < clock_timestamp() - make_interval(secs => %s)",
+                (older_than,),
+            )
+        )

@@ -85,6 +85,17 @@ class Directive:
     def ready_tasks(self) -> tuple[Task, ...] | None:
         return self.step.ready_tasks if self.step is not None and self.node == "intake" else None
 
+    def ready_reply(self) -> dict[str, Any] | None:
+        """The intake a runner sends for the caller: the ready checklist, unchanged (None:
+        the step has none, or this is not its intake)."""
+        ready = self.ready_tasks
+        if ready is None:
+            return None
+        return {
+            "tasks": [{"action": t.action, "expected_result": t.expected_result} for t in ready],
+            "progress_checklist_outcome": f"{len(ready)} ordered tasks from the ready checklist",
+        }
+
     @property
     def orchestrated(self) -> bool:
         """An orchestrator's turn: the work node of a todo_task step."""

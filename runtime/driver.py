@@ -39,8 +39,9 @@ def drive(
                 f"--- prompt ({directive.node}, step {directive.state.step_id}) ---\n{directive.prompt()}\n"
             )
         by = "agent"
-        if directive.node == "intake" and directive.ready_tasks is not None:
-            answer: Any = _ready(directive)
+        ready = directive.ready_reply()
+        if ready is not None:
+            answer: Any = ready
             by = "caller"
         else:
             answer = agent.reply(directive)
@@ -77,28 +78,13 @@ def _fast_path(
     engine: Engine, agent: Agent, directive: Directive, out: TextIO, fast_path_only: bool
 ) -> Directive | None:
     """At a learn_code step not tried yet: its intake, then the fast path; the directive
-    after it (the next step, or the step afresh). None: not a step for the fast path.
-    A `fast_path_only` run has no fallback: a failed fast path is tried again (after the
-    script is fixed) each time the run is resumed."""
-    step = directive.step
-    state = directive.state
-    if step is None or not fast_path.eligible(step):
-        return None
-    if state.fast_path == "failed" and not fast_path_only:
-        return None
-    if state.fast_path == "running":
-        if not fast_path.abandoned(engine, here=False):
-            raise fast_path.FastPathError(
-                f"the fast path of step `{step.id}` is running in another process (a server, or "
-                "another `todoflow run`); resume the run once it has ended"
-            )
-        fast_path.interrupted(engine, step)
-        return engine.directive()
-    if directive.node != "intake":
-        return None
-    checklist = _ready(directive) if directive.ready_tasks is not None else fast_path.planned(step)
-    directive = engine.step(directive.attempt_id, checklist, "caller")
-    out.write(_progress_line(directive))
+    after it (the next step, or the step afresh). None: no fast path is due (`directive`
+    still stands). A `fast_path_only` run has no fallback: a failed fast path is tried
+    again (after the script is fixed) each time the run is resumed."""
+    step, current = fast_path.due(engine, directive, fast_path_only)
+    if step is None:
+        return None if current is directive else current
+    out.write(_progress_line(current))
     fast_path.run(engine, step, _sub_agent(agent, out), out, fast_path_only)
     return engine.directive()
 
@@ -127,15 +113,6 @@ def _sub_agent(agent: Agent, out: TextIO) -> fast_path.SubAgent:
         return directive
 
     return answer
-
-
-def _ready(directive: Directive) -> dict[str, Any]:
-    """The intake a runner sends for the caller: the ready checklist, unchanged."""
-    ready = directive.ready_tasks or ()
-    return {
-        "tasks": [{"action": t.action, "expected_result": t.expected_result} for t in ready],
-        "progress_checklist_outcome": f"{len(ready)} ordered tasks from the ready checklist",
-    }
 
 
 def _block(directive: Directive, reason: str) -> dict[str, Any]:

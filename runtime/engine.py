@@ -101,8 +101,10 @@ class Engine:
         clock: Clock = utc_now,
         llms: LlmChoices | None = None,
         learnings: Learnings | None = None,
+        fast_path_only: bool = False,
     ) -> None:
         self.store, self.plan, self.workspace = store, store.plan, workspace
+        self.fast_path_only = fast_path_only  # learn_code steps: the script, never an orchestrator
         self.workflow = dict(workflow)
         self.clock = clock
         self.llms, self.learnings = llms or LlmChoices(), learnings
@@ -290,9 +292,11 @@ class Engine:
         step = self.plan.step(step_id)
         head = (state.seq + 1, self.clock(), by, step_id)
         if step.kind == "todo_task" and by == "agent" and state.node != "delegated":
-            exhausted = orchestrator.out_of_turns(step, state)
-            if exhausted is not None:
-                raise InvalidReply(exhausted)
+            closed = orchestrator.script_only(step, state, self.fast_path_only) or orchestrator.out_of_turns(
+                step, state
+            )
+            if closed is not None:
+                raise InvalidReply(closed)
         match reply:
             case IntakeReply():
                 if step.ready_tasks is None:

@@ -44,6 +44,7 @@ from todoflow.dsl.diagnostics import TodoflowError
 from .directive import Directive
 from .engine import Engine, Refusal
 from .entries import FastPathFailed, FastPathStarted
+from .orchestrator import learn_code
 from .plan import RunStep
 
 SCRIPT = "main.py"
@@ -58,12 +59,32 @@ class FastPathError(TodoflowError):
     """`fast_path_only`: the script is missing or failed, and there is no fallback."""
 
 
-def eligible(step: RunStep) -> bool:
-    return (
-        step.kind == "todo_task"
-        and step.configs.declared_execution_mode == "learn_code"
-        and bool(step.routes)
-    )
+class FastPathRunning(FastPathError):
+    """The step's fast path runs in another process: it is not taken from it."""
+
+
+def due(engine: Engine, directive: Directive, fast_path_only: bool) -> tuple[RunStep | None, Directive]:
+    """The step whose fast path is to run now, with its intake passed on for the caller
+    (the ready checklist, or a todo per route), and the directive that then stands; no
+    step when none is due. An attempt the journal says is running and nobody runs any
+    more is failed first (the step starts afresh); one running elsewhere is left alone."""
+    step, state = directive.step, directive.state
+    if step is None or not learn_code(step):
+        return None, directive
+    if state.fast_path == "running":
+        if not abandoned(engine, here=False):
+            raise FastPathRunning(
+                f"the fast path of step `{step.id}` is running in another process (a server, or "
+                "another `todoflow run`); resume the run once it has ended"
+            )
+        interrupted(engine, step)
+        directive = engine.directive()
+    if (directive.state.fast_path == "failed" and not fast_path_only) or directive.node != "intake":
+        return None, directive
+    if directive.state.fast_path == "failed" and script_of(engine, step) is None:  # nothing new to try
+        raise FastPathError(f"fast_path_only: no {SCRIPT} for step `{step.id}` in the learnings folder")
+    intake = directive.ready_reply() or planned(step)
+    return step, engine.step(directive.attempt_id, intake, "caller")
 
 
 def script_of(engine: Engine, step: RunStep) -> Path | None:
@@ -128,14 +149,19 @@ def run(
     out: TextIO,
     fast_path_only: bool = False,
     timeout: float = TIMEOUT,
+    cancel: threading.Event | None = None,
 ) -> bool:
     """Try the fast path of `step` (its intake done); True when it completed the step.
-    False means the step starts afresh with the orchestrator (the failure journaled)."""
+    False means the step starts afresh with the orchestrator (the failure journaled).
+    `cancel` set stops the script as the time limit does (a server shutting down)."""
     script = script_of(engine, step)
     directive = engine.directive()
     if script is None:
         problem = f"no {SCRIPT} for step `{step.id}` in the learnings folder"
-        if fast_path_only:
+        if fast_path_only:  # journaled, so the step starts afresh and a resume tries again
+            engine.journal(
+                directive.attempt_id, lambda seq, at: FastPathFailed(seq, at, "driver", step.id, problem)
+            )
             raise FastPathError(f"fast_path_only: {problem}")
         out.write(f"[{step.id}] learn_code: {problem}; the orchestrator runs the step\n")
         return False
@@ -146,7 +172,7 @@ def run(
     out.write(f"[{step.id}] learn_code: running {script.name} (sha256 {digest[:12]}…)\n")
     if not step.expected_files:
         out.write(f"[{step.id}] learn_code: the step has no validation_schema; exit 0 and its todos decide\n")
-    reason = _attempt(engine, step, script, sub_agent, timeout)
+    reason = _attempt(engine, step, script, sub_agent, timeout, cancel or threading.Event())
     if reason is None:
         out.write(
             f"[{step.id}] learn_code: the step completed by the fast path, with no orchestrator model\n"
@@ -163,7 +189,9 @@ def run(
     return False
 
 
-def _attempt(engine: Engine, step: RunStep, script: Path, sub_agent: SubAgent, timeout: float) -> str | None:
+def _attempt(
+    engine: Engine, step: RunStep, script: Path, sub_agent: SubAgent, timeout: float, cancel: threading.Event
+) -> str | None:
     """Run the script against the endpoint; None when it succeeded, else why not."""
     token = secrets.token_urlsafe(24)
     with _endpoint(engine, step, token, sub_agent) as url:
@@ -174,12 +202,17 @@ def _attempt(engine: Engine, step: RunStep, script: Path, sub_agent: SubAgent, t
             )
         except OSError as error:
             return f"{SCRIPT} could not start: {error.strerror or error}"
-        try:
-            code = child.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        deadline = time.monotonic() + timeout
+        code = None
+        while code is None and not cancel.is_set() and time.monotonic() < deadline:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = child.wait(timeout=min(0.2, max(0.0, deadline - time.monotonic())))
+        if code is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)  # the script and whatever it started
             child.wait()
+            if cancel.is_set():
+                return f"{SCRIPT} was stopped: its runner is shutting down"
             return f"{SCRIPT} ran longer than {timeout:g} s and was stopped"
     if code != 0:
         return f"{SCRIPT} exited with {code}"

@@ -51,7 +51,9 @@ INSTRUCTIONS = (
     "is then the sub-agent's: hand it to a sub-agent of your own if you have them; it answers with "
     "`evidence` + `progress_execution_outcome`, or `failed`. A route's answer passes only when its "
     "expected files exist. If a task is blocked, mark it with `update_todo` (status blocked) instead of "
-    "confirming it. If the checklist is wrong, send teleportTo 'teleport-revise-tasks'."
+    "confirming it. If the checklist is wrong, send teleportTo 'teleport-revise-tasks'. A learn_code "
+    "step is orchestrated by its own script: you only answer its `delegated` directives; a reply with "
+    "`fastPath: running` and no delegation means the script is busy: call `status` for the next one."
 )
 
 
@@ -165,6 +167,11 @@ def start_schema() -> dict[str, Any]:
                 "For prepare: the run's workspace, a folder inside the server's (default: the server's).",
                 LIMITS["workspace"],
             ),
+            "fastPathOnly": {
+                "type": "boolean",
+                "description": "For prepare: learn_code steps run their learnings/<step-id>/main.py only; "
+                "a missing or failing script is an error, never handed to an orchestrator (default false).",
+            },
             "startAttemptId": _text("For execute: the id prepare returned.", LIMITS["startAttemptId"]),
         },
         "required": ["action"],
@@ -186,6 +193,7 @@ def _tools(
                 a.get("tasks"),
                 a.get("goal"),
                 a.get("workspace"),
+                a.get("fastPathOnly"),
             )
         if a.get("action") == "execute":
             return service.execute(a.get("startAttemptId"))

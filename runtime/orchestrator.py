@@ -51,6 +51,41 @@ def todo_id(position: int) -> str:
     return f"todo_{position}"
 
 
+def learn_code(step: RunStep) -> bool:
+    """A step whose fast path is tried first: `declared_execution_mode` learn_code and at
+    least one route (checked mechanically, as the seed says)."""
+    return (
+        step.kind == "todo_task"
+        and step.configs.declared_execution_mode == "learn_code"
+        and bool(step.routes)
+    )
+
+
+def script_only(step: RunStep, state: ProcessState, fast_path_only: bool) -> str | None:
+    """Why an agent may not act at this node because the step's learn_code script has it:
+    its intake is the runner's, before the script; while the script runs, only its
+    delegations are answered; a `fast_path_only` run has no orchestrator at such a step."""
+    if not learn_code(step) or state.node == "delegated":
+        return None
+    script = f"learnings/{step.id}/main.py"
+    if state.fast_path == "running":
+        return (
+            f"step `{step.id}` is orchestrated by its learn_code script ({script}) now: answer its "
+            "delegations as they come (`status` shows the current directive)"
+        )
+    if fast_path_only:
+        return (
+            f"the run is fast_path_only: step `{step.id}` is orchestrated by {script} only, never by "
+            "an agent; fix the script, then resume the run (or call `status`) to try it again"
+        )
+    if state.node == "intake" and state.fast_path is None:
+        return (
+            f"step `{step.id}` starts with its learn_code script: the runner passes its checklist on "
+            "and runs the script (resume the run, or call `status`)"
+        )
+    return None
+
+
 def out_of_turns(step: RunStep, state: ProcessState) -> str | None:
     """Why the orchestrator may take no more turns in this step, or None."""
     allowed = turns_allowed(step, state)

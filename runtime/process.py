@@ -130,7 +130,8 @@ def open_process(where: Path | str | Runs, process_id: str, clock: Clock = utc_n
         parse_llm(meta.preset_llm, "preset_llm") if meta.preset_llm else None,
         parse_llm(meta.llm, "llm") if meta.llm else None,
     )
-    return Engine(store, Path(meta.workspace), workflow, clock, llms, learnings), store
+    engine = Engine(store, Path(meta.workspace), workflow, clock, llms, learnings, meta.fast_path_only)
+    return engine, store
 
 
 def run_plan(plan: RunPlan, meta: RunMeta, ready: str | None) -> RunPlan:

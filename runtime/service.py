@@ -23,11 +23,12 @@ from typing import Any
 
 from todoflow.dsl.diagnostics import TodoflowError, render_all
 
-from . import process
+from . import fast_path, process
 from .card import card_data
 from .definition import Reading, RunDefinition, read_definition, ready_checklists
 from .directive import Directive, PromptError
 from .engine import Engine, Refusal, Replayed
+from .handoff import Handoffs
 from .plan import PlanError, Task
 from .process import Runs, runs_at
 
@@ -217,14 +218,23 @@ class TodoService:
         self.learnings = learnings
         self.engines = _Engines(self.runs)
         self.starts = self.runs.starts()
+        self.handoffs = Handoffs()  # learn_code fast paths this server runs
 
     # -- start ---------------------------------------------------------------------------
 
     def prepare(
-        self, workflow_id: Any, parent: Any, tasks: Any, goal: Any, workspace: Any = None
+        self,
+        workflow_id: Any,
+        parent: Any,
+        tasks: Any,
+        goal: Any,
+        workspace: Any = None,
+        fast_path_only: Any = None,
     ) -> dict[str, Any]:
         workflow = bounded("workflowId", workflow_id, required=True)
         assert workflow is not None
+        if fast_path_only is not None and not isinstance(fast_path_only, bool):
+            raise ServeError("fastPathOnly: true or false")
         parent_id = bounded("parentExecutionId", parent) or "none"
         goal = bounded("goal", goal)
         folder = self._workspace(bounded("workspace", workspace))
@@ -244,6 +254,7 @@ class TodoService:
             "tasks": tasks,
             "goal": goal,
             "workspace": str(folder),
+            "fastPathOnly": bool(fast_path_only),
         }
         self.starts.prepare(start_id, record)
         steps = [{"id": s.id, "type": s.kind, "title": s.title} for s in definition.plan.steps]
@@ -255,6 +266,7 @@ class TodoService:
             "taskCount": count,
             "notes": notes,
             "workspace": str(folder),
+            "fastPathOnly": bool(fast_path_only),
         }
 
     def _workspace(self, given: str | None) -> Path:
@@ -305,13 +317,15 @@ class TodoService:
                 start_attempt_id=name,
                 learnings=self.learnings,
                 agent="mcp",
+                fast_path_only=bool(record.get("fastPathOnly")),
             )
         except BaseException:
             self.starts.release(name)
             raise
         self.starts.done(name, engine.process_id)
         self.engines.add(engine)
-        return self._directive(engine.directive())
+        with self.engines.use(engine.process_id) as engine:
+            return self._advance(engine, engine.directive())
 
     # -- steps and the todo tools ---------------------------------------------------------
 
@@ -322,11 +336,12 @@ class TodoService:
         assert pid is not None and attempt_id is not None
         with self.engines.use(pid) as engine:
             try:
-                return self._directive(engine.step(attempt_id, reply))
+                return self._advance(engine, engine.step(attempt_id, reply))
             except Replayed as replayed:  # applied before: the answer the client lost
-                return self._directive(replayed.directive) | {"replayed": True}
+                return self._advance(engine, replayed.directive) | {"replayed": True}
             except Refusal as refusal:
-                current = json.dumps(self._directive(refusal.directive), ensure_ascii=False, indent=2)
+                directive = self._advance(engine, refusal.directive, wait=0)  # a refusal does not wait
+                current = json.dumps(directive, ensure_ascii=False, indent=2)
                 raise ServeError(
                     f"refused: {refusal.reason}; nothing changed.\ncurrent directive: {current}"
                 ) from None
@@ -355,10 +370,11 @@ class TodoService:
             pid = bounded("processId", process_id, required=True)
             assert pid is not None
             with self.engines.use(pid) as engine:
+                advanced = self._advance(engine, engine.directive())
                 directive = engine.directive()
                 state = directive.status(engine.store.driven())
             finished = self.runs.final_todos(pid, directive.state.completed_steps)
-            return card_data(directive, finished, state) | {"directive": self._directive(directive)}
+            return card_data(directive, finished, state) | {"directive": advanced}
         runs = [self._run_row(pid, meta) for pid, meta in self.runs.metas()]
         problems = [why for _, why in sorted(self.workflows.broken.items())]
         return {
@@ -388,6 +404,45 @@ class TodoService:
             return row | {"completed": False, "status": "damaged", "problem": str(error)}
         return row | {"completed": directive.completed, "status": state, "role": directive.role}
 
+    def _advance(self, engine: Engine, directive: Directive, wait: float | None = None) -> dict[str, Any]:
+        """The directive a call answers with. At a learn_code step this server runs the
+        fast path (`handoff`): the call returns the script's next delegation for the client
+        to answer, or — the script still busy after a while — the directive as it stands
+        with `fastPath: running`; once the script has ended, what follows it."""
+        handoff = self.handoffs.get(engine.process_id)
+        if handoff is None:
+            try:
+                step, directive = fast_path.due(engine, directive, engine.fast_path_only)
+            except fast_path.FastPathRunning as running:
+                return self._directive(engine.directive()) | {"fastPath": "running", "note": str(running)}
+            except fast_path.FastPathError as error:
+                raise ServeError(f"{error}\n{self._kept(engine)}") from None
+            if step is None:
+                return self._directive(directive)
+            handoff = self.handoffs.begin(engine, step, self.engines.use(engine.process_id))
+        else:
+            handoff.answered()
+        ready = handoff.wait(wait)
+        if not handoff.ended:
+            reply = self._directive(engine.directive()) | {"fastPath": "running"}
+            if not ready:
+                reply["note"] = (
+                    f"the learn_code script of step `{handoff.step.id}` is still working; call `status` "
+                    "with this processId for its next delegation"
+                )
+            return reply
+        self.handoffs.end(handoff)
+        if handoff.error is not None:
+            raise ServeError(f"{handoff.error}\n{self._kept(engine)}")
+        return self._advance(engine, engine.directive())  # the next step, or this one afresh
+
+    @staticmethod
+    def _kept(engine: Engine) -> str:
+        return (
+            f"run `{engine.process_id}` is kept: fix the script, then call `status` with its "
+            "processId to try the fast path again"
+        )
+
     def _directive(self, directive: Directive) -> dict[str, Any]:
         try:
             return directive.to_json()
@@ -395,4 +450,5 @@ class TodoService:
             raise ServeError(str(error)) from None
 
     def close(self) -> None:
+        self.handoffs.stop()  # scripts stopped, their failure journaled, before the runs close
         self.engines.close()

@@ -22,7 +22,7 @@ from todoflow.runtime import fast_path, process
 from todoflow.runtime.agents import ScriptedAgent
 from todoflow.runtime.definition import from_source
 from todoflow.runtime.driver import drive
-from todoflow.runtime.engine import Engine
+from todoflow.runtime.engine import Engine, Refusal
 from todoflow.runtime.entries import FastPathStarted
 from todoflow.runtime.llm_choice import LlmChoices
 from todoflow.runtime.plan import Llm
@@ -37,7 +37,7 @@ MAIN = ROOT / "examples" / "learnings" / "convert-all" / "main.py"
 
 
 def _run(
-    tmp_path: Path, script: str | None, source: str | None = None, llms: Any = None
+    tmp_path: Path, script: str | None, source: str | None = None, llms: Any = None, only: bool = False
 ) -> tuple[Engine, Path]:
     """A run of the example (or `source`) whose learnings folder holds `script` as main.py."""
     learnings = tmp_path / "learnings"
@@ -49,7 +49,13 @@ def _run(
     text = source or EXAMPLE.read_text()
     definition = from_source(text, "fast-path.todoflow").or_raise()
     engine = process.start(
-        definition, tmp_path / "runs", workspace=workspace, learnings=learnings, llms=llms, process_id="p-1"
+        definition,
+        tmp_path / "runs",
+        workspace=workspace,
+        learnings=learnings,
+        llms=llms,
+        process_id="p-1",
+        fast_path_only=only,
     )
     return engine, workspace
 
@@ -160,6 +166,17 @@ def test_fast_path_only_makes_a_missing_or_failing_script_an_error(tmp_path: Pat
         with pytest.raises(fast_path.FastPathError, match="fast_path_only"):
             drive(engine, ScriptedAgent(_answers(), workspace), io.StringIO(), fast_path_only=True)
         engine.close()
+
+
+def test_the_engine_keeps_a_fast_path_only_step_from_any_orchestrator(tmp_path: Path) -> None:
+    engine, workspace = _run(tmp_path, FAILS_AFTER_ONE, only=True)
+    with pytest.raises(fast_path.FastPathError, match="exited with 3"):
+        drive(engine, ScriptedAgent(_answers(), workspace), io.StringIO(), fast_path_only=True)
+    intake = engine.directive()
+    tasks = [{"action": t.action, "expected_result": t.expected_result} for t in intake.ready_tasks or ()]
+    with pytest.raises(Refusal, match="the run is fast_path_only: step `convert-all` is orchestrated by"):
+        engine.step(intake.attempt_id, {"tasks": tasks, "progress_checklist_outcome": "mine"})
+    engine.close()
 
 
 def test_a_fast_path_only_run_resumed_tries_its_fixed_script_again(tmp_path: Path) -> None:

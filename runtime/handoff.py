@@ -1,0 +1,125 @@
+"""A learn_code fast path for a client that answers in calls of its own (the MCP server):
+the script runs on a thread of the server, and each delegation it makes becomes the
+run's current directive, which the client answers as it answers any (the engine applies
+the answer, prevalidates it and records the learning); the script then gets the result.
+
+A call that answers a delegation returns once the script has made its next delegation
+or ended, or after `WAIT` seconds with the directive as it stands and `fastPath:
+running` (the client asks again with `status`). The engine refuses orchestrator
+decisions from anyone but the script while the fast path runs, so the client cannot
+take over the step by mistake.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import threading
+from contextlib import AbstractContextManager
+
+from todoflow.dsl.diagnostics import TodoflowError
+
+from . import fast_path
+from .directive import Directive
+from .engine import Engine
+from .plan import RunStep
+
+WAIT = 20.0  # seconds a call waits for the script's next delegation
+STOP_WAIT = 10.0  # seconds closing waits for a stopped script's failure to be journaled
+
+log = logging.getLogger("todoflow.fast_path")
+
+
+class Handoff:
+    """One fast path attempt of one run, between the script's thread and the client's calls."""
+
+    def __init__(self, engine: Engine, step: RunStep, pin: AbstractContextManager[object]) -> None:
+        self.engine, self.step = engine, step
+        self.changed = threading.Condition()
+        self.ended = False
+        self.error: str | None = None  # why a fast_path_only attempt stopped the run
+        self._cancel = threading.Event()
+        self._pins = contextlib.ExitStack()
+        self._pins.enter_context(pin)  # the run stays open while its script runs
+        self._thread = threading.Thread(target=self._run, name=f"fast-path {engine.process_id}", daemon=True)
+        self._thread.start()
+
+    def answered(self) -> None:
+        """The client stepped the run: wake the script's delegation that waits for it."""
+        with self.changed:
+            self.changed.notify_all()
+
+    def wait(self, seconds: float | None = None) -> bool:
+        """Until the script has a delegation out or has ended; False if neither after
+        `seconds` (default `WAIT`)."""
+        with self.changed:
+            return self.changed.wait_for(
+                lambda: self.ended or self.engine.directive().node == "delegated",
+                timeout=WAIT if seconds is None else seconds,
+            )
+
+    def stop(self) -> None:
+        """Stop the script (its failure is journaled: the step starts afresh, or waits)."""
+        self._cancel.set()
+        self.answered()
+        self._thread.join(STOP_WAIT)
+
+    def _run(self) -> None:
+        out = io.StringIO()
+        try:
+            fast_path.run(
+                self.engine,
+                self.step,
+                self._sub_agent,
+                out,
+                self.engine.fast_path_only,
+                cancel=self._cancel,
+            )
+        except TodoflowError as error:  # fast_path_only, or a store that failed
+            self.error = str(error)
+        finally:
+            for line in out.getvalue().splitlines():
+                log.info("run %s: %s", self.engine.process_id, line)
+            self._pins.close()
+            with self.changed:
+                self.ended = True
+                self.changed.notify_all()
+
+    def _sub_agent(self, engine: Engine, directive: Directive) -> Directive:
+        """A delegation of the script: the client's to answer; the directive after its answer."""
+        with self.changed:
+            self.changed.notify_all()  # a call waiting for the delegation returns it
+            self.changed.wait_for(
+                lambda: self.ended or self._cancel.is_set() or engine.directive().node != "delegated",
+                timeout=fast_path.TIMEOUT,
+            )
+        return engine.directive()
+
+
+class Handoffs:
+    """The fast paths a server runs, one per process id at most."""
+
+    def __init__(self) -> None:
+        self._running: dict[str, Handoff] = {}
+        self._lock = threading.Lock()
+
+    def get(self, process_id: str) -> Handoff | None:
+        with self._lock:
+            return self._running.get(process_id)
+
+    def begin(self, engine: Engine, step: RunStep, pin: AbstractContextManager[object]) -> Handoff:
+        with self._lock:
+            handoff = self._running[engine.process_id] = Handoff(engine, step, pin)
+            return handoff
+
+    def end(self, handoff: Handoff) -> None:
+        with self._lock:
+            if self._running.get(handoff.engine.process_id) is handoff:
+                del self._running[handoff.engine.process_id]
+
+    def stop(self) -> None:
+        with self._lock:
+            running, self._running = list(self._running.values()), {}
+        for handoff in running:
+            handoff.stop()

@@ -419,6 +419,40 @@ async def test_an_orchestration_through_the_mcp_tools(tmp_path: Path) -> None:
         assert "3 of 4 todos are not confirmed yet" in premature
 
 
+async def test_a_learn_code_step_through_the_mcp_tools(tmp_path: Path) -> None:
+    """`fastPathOnly` on the start, the script's delegations answered by the client, the
+    step refused to the client's orchestrator (issue 14)."""
+    flows, learnings, workspace = tmp_path / "flows", tmp_path / "learnings", tmp_path
+    flows.mkdir()
+    shutil.copy(ROOT / "examples" / "fast-path.todoflow", flows)
+    shutil.copytree(ROOT / "examples" / "learnings", learnings)
+    async with serve(tmp_path, str(flows), "--learnings", str(learnings)) as session:
+        directive = await begin(session, workflowId="convert", fastPathOnly=True)
+        decision = {
+            "next_action": "delegate",
+            "selected_route_id": "convert",
+            "todo_id_to_execute": "todo_1",
+            "instructions_to_sub_agent": "Convert it.",
+        }
+        assert "nothing changed" in await refused(
+            session, "step", processId=directive["processId"], attemptId=directive["attemptId"], **decision
+        )
+        for number, name in enumerate("abc", start=1):
+            assert (directive["node"], directive["fastPath"]) == ("delegated", "running"), directive
+            (workspace / "csv").mkdir(exist_ok=True)
+            (workspace / "csv" / f"{name}.csv").write_text(f"id,name\n{number},{name}\n")
+            (workspace / "converted.log").write_text("".join(f"{n}\n" for n in "abc"[:number]))
+            directive = await answer(
+                session, directive, evidence=f"csv/{name}.csv written", progress_execution_outcome="converted"
+            )
+        assert directive["completed"] is True
+    journal = run_cli("log", directive["processId"], "--run-dir", str(tmp_path / "runs"), "--json")
+    iterations = json.loads(journal.stdout)["steps"][0]["iterations"]
+    entries = [(e["type"], e["by"]) for i in iterations for e in i["entries"]]
+    assert [by for kind, by in entries if kind == "delegate"] == ["script"] * 3  # no orchestrator's
+    assert ("fast_path_failed", "driver") not in entries
+
+
 def test_a_line_that_is_not_a_message_gets_a_json_rpc_error_not_silence(tmp_path: Path) -> None:
     """The SDK's stdio transport drops an unreadable line, so the client waits forever;
     the server answers it with the JSON-RPC error it calls for (issue 11)."""

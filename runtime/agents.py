@@ -226,12 +226,7 @@ class HumanAgent:
             return {"teleportTo": TELEPORT}
         if directive.orchestrated and (word == "delegate" or answer.strip() == "generic"):
             return self._delegate(directive, rest.strip() if word == "delegate" else None)
-        if word == "blocked":
-            return Blocked(rest.strip() or "blocked")
-        outcome = self._ask("outcome> ")
-        if outcome is None:
-            return Stop()
-        return {"evidence": answer, "progress_execution_outcome": outcome}
+        return self._confirmation(answer)
 
     def _delegate(self, directive: Directive, route: str | None) -> Answer:
         instructions = self._ask("instructions> ")
@@ -260,6 +255,11 @@ class HumanAgent:
         word, _, rest = answer.strip().partition(" ")
         if word == "failed":
             return {"failed": rest.strip() or "failed"}
+        return self._confirmation(answer)
+
+    def _confirmation(self, answer: str) -> Answer:
+        """An answer at a todo that is its evidence (the outcome asked next), or `blocked <reason>`."""
+        word, _, rest = answer.strip().partition(" ")
         if word == "blocked":
             return Blocked(rest.strip() or "blocked")
         outcome = self._ask("outcome> ")

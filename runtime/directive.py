@@ -26,7 +26,7 @@ from todoflow.dsl.diagnostics import TodoflowError
 from .entries import GENERIC
 from .llm_choice import LlmChoices, Selection, select_llm
 from .orchestrator import out_of_turns
-from .plan import Route, RunStep, Task, Template
+from .plan import Route, RunStep, SubStep, Task, Template
 from .replies import MAX_INSTRUCTIONS, MAX_OUTCOME
 from .state import ProcessState, turns_allowed
 
@@ -245,17 +245,7 @@ class Directive:
             step: dict[str, Any] = {**_EMPTY_STEP, "id": GENERIC, "title": "Generic agent", "kind": "generic"}
             route_record = {"id": GENERIC, "name": "Generic agent", "condition": "", "step_id": GENERIC}
         else:
-            sub = route.step
-            step = {
-                **_EMPTY_STEP,
-                "id": sub.id,
-                "title": sub.title,
-                "description": sub.description,
-                "success_criteria": sub.success_criteria,
-                "context_dependencies": list(sub.context_dependencies),
-                "context_output": sub.context_output,
-                "expected_files": list(sub.expected_files),
-            }
+            step = {**_EMPTY_STEP, **_sub_step(route.step)}
             route_record = _route(route)
         return {
             "workflow": self.workflow,
@@ -327,7 +317,7 @@ class Directive:
             "route_id": route.id if route else None,
             "instructions_to_sub_agent": delegation.instructions,
             "success_criteria_for_sub_agent": delegation.success_criteria,
-            "sub_step": _route_json(route)["sub_step"] if route else None,
+            "sub_step": _sub_step(route.step) if route else None,
             "learnings": [_learning(learning) for learning in self.offered_learnings()],
         }
 
@@ -363,20 +353,24 @@ def _route(route: Route) -> dict[str, Any]:
 
 
 def _route_json(route: Route) -> dict[str, Any]:
-    sub = route.step
     return {
         "route_id": route.id,
         "route_name": route.name,
         "condition": route.condition,
-        "sub_step": {
-            "id": sub.id,
-            "title": sub.title,
-            "description": sub.description,
-            "success_criteria": sub.success_criteria,
-            "context_dependencies": list(sub.context_dependencies),
-            "context_output": sub.context_output,
-            "expected_files": list(sub.expected_files),
-        },
+        "sub_step": _sub_step(route.step),
+    }
+
+
+def _sub_step(sub: SubStep) -> dict[str, Any]:
+    """A route's sub-step as a sub-agent and the orchestrator see it."""
+    return {
+        "id": sub.id,
+        "title": sub.title,
+        "description": sub.description,
+        "success_criteria": sub.success_criteria,
+        "context_dependencies": list(sub.context_dependencies),
+        "context_output": sub.context_output,
+        "expected_files": list(sub.expected_files),
     }
 
 

@@ -25,11 +25,11 @@ from openai import OpenAI
 from bench.scratch import scratch
 from tests.fake_model import FakeModel
 from todoflow.runtime import process
+from todoflow.runtime.agents.driver import drive
+from todoflow.runtime.agents.llm import LlmAgent
+from todoflow.runtime.agents.llm_config import LlmConfig, Provider
 from todoflow.runtime.definition import from_source
-from todoflow.runtime.driver import drive
-from todoflow.runtime.llm_agent import LlmAgent
 from todoflow.runtime.llm_choice import LlmChoices
-from todoflow.runtime.llm_config import LlmConfig, Provider
 from todoflow.runtime.plan import Llm
 
 ROUNDS, TASKS = 7, 100

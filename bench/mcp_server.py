@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from todoflow.runtime.mcp_server import build_server
-from todoflow.runtime.service import TodoService, Workflows
+from todoflow.runtime.serve.mcp import build_server
+from todoflow.runtime.serve.service import TodoService, Workflows
 
 
 def main() -> None:

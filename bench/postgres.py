@@ -28,11 +28,13 @@ from bench.resume import median_time
 from bench.runtime import replies, source
 from bench.scratch import scratch
 from tests.postgres import cluster
-from todoflow.runtime import pg_store, process
-from todoflow.runtime.agents import ScriptedAgent
+from todoflow.runtime import process
+from todoflow.runtime.agents.driver import drive
+from todoflow.runtime.agents.scripted import ScriptedAgent
 from todoflow.runtime.definition import from_source
-from todoflow.runtime.driver import drive
 from todoflow.runtime.engine import Engine
+from todoflow.runtime.store import postgres as pg_store
+from todoflow.runtime.store.base import runs_at
 
 ROUNDS = 5
 STEPS = 400  # per client and round
@@ -185,7 +187,7 @@ def main() -> None:
         with cluster(folder / "postgres") as server:
             url = server.fresh_database("bench")
             pg_store.migrate(url, create=True)
-            pg_store.pg_runs(url).close()
+            runs_at(url).close()
             floor, ours = floor_client(url, "floor"), engine_client(url, "ours", folder)
             one_floor, one_ours, many_floor, many_ours = [], [], [], []
             for tag in range(ROUNDS):
@@ -194,7 +196,7 @@ def main() -> None:
                 many_floor += concurrently("floor", url, folder, 1, STEPS // 2, tag)
                 many_ours += concurrently("ours", url, folder, 1, STEPS // 2, tag)
             _, resumed, resume_floor = resume_run(url, folder)
-            pg_store.pg_runs(url).close()
+            runs_at(url).close()
     latency = [o / f for o, f in zip(one_ours, one_floor, strict=True)]
     rate = [o / f for o, f in zip(many_ours, many_floor, strict=True)]
     print(f"{ROUNDS} rounds; medians, with the range of the ratios over the rounds")

@@ -19,9 +19,9 @@ import todoflow
 from bench.runtime import replies, source
 from bench.scratch import scratch
 from todoflow.runtime import process
-from todoflow.runtime.agents import ScriptedAgent
+from todoflow.runtime.agents.driver import drive
+from todoflow.runtime.agents.scripted import ScriptedAgent
 from todoflow.runtime.definition import from_source
-from todoflow.runtime.driver import drive
 
 ROUNDS, SAMPLES = 7, 50
 STEPS, TASKS = 10, 100  # 1,000 confirmations (a checklist holds at most 100 tasks)

@@ -20,11 +20,11 @@ from pathlib import Path
 import todoflow
 from bench.scratch import scratch
 from todoflow.runtime import process
-from todoflow.runtime.agents import ScriptedAgent
+from todoflow.runtime.agents.driver import drive
+from todoflow.runtime.agents.scripted import ScriptedAgent
 from todoflow.runtime.definition import from_source
-from todoflow.runtime.driver import drive
 from todoflow.runtime.engine import Engine
-from todoflow.runtime.store import MemoryStore
+from todoflow.runtime.store.memory import MemoryStore
 
 ROUNDS = 7
 

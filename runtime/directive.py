@@ -31,7 +31,8 @@ from .replies import MAX_INSTRUCTIONS, MAX_OUTCOME
 from .state import ProcessState, turns_allowed
 
 if TYPE_CHECKING:
-    from .learnings import Learning, Learnings
+    from .learnings import Learning
+    from .store.base import LearningStore
 
 LIMITS = {
     "max_tasks": MAX_TASKS,
@@ -57,7 +58,7 @@ class Directive:
         step: RunStep | None,
         workflow: dict[str, str],
         llms: LlmChoices | None = None,
-        learnings: Learnings | None = None,
+        learnings: LearningStore | None = None,
     ) -> None:
         self.process_id, self.attempt_id, self.state, self.step = process_id, attempt_id, state, step
         self.workflow, self.llms, self.learnings = workflow, llms or LlmChoices(), learnings
@@ -164,7 +165,9 @@ class Directive:
         route = self.route
         if route is None or self.learnings is None:
             return []
-        return self.learnings.offered(route.step_id)
+        from .learnings import offered
+
+        return offered(self.learnings.records(route.step_id))
 
     # -- the prompt ------------------------------------------------------------------------
 

@@ -28,7 +28,6 @@ from . import orchestrator
 from .directive import Directive
 from .entries import Confirm, Entry, LlmCall, RaiseTurns, Revise, SubmitTasks, Teleport
 from .events import todos
-from .learnings import Learnings
 from .llm_choice import LlmChoices, Usage
 from .plan import Task
 from .replies import (
@@ -48,8 +47,8 @@ from .replies import (
     WorkReply,
     parse_reply,
 )
-from .state import ProcessState, attempt_id, leave, settle
-from .store import Applied, DamagedRun, Moved, Request, Store, StoreError
+from .state import Applied, ProcessState, attempt_id, leave, settle
+from .store.base import Derived, LearningStore, Moved, Request, Store, StoreError
 from .workspace import missing
 
 Clock = Callable[[], str]
@@ -100,14 +99,16 @@ class Engine:
         workflow: Mapping[str, str],
         clock: Clock = utc_now,
         llms: LlmChoices | None = None,
-        learnings: Learnings | None = None,
+        learnings: LearningStore | None = None,
         fast_path_only: bool = False,
+        scripts: Path | None = None,
     ) -> None:
         self.store, self.plan, self.workspace = store, store.plan, workspace
         self.fast_path_only = fast_path_only  # learn_code steps: the script, never an orchestrator
         self.workflow = dict(workflow)
         self.clock = clock
         self.llms, self.learnings = llms or LlmChoices(), learnings
+        self.scripts = scripts  # the learnings folder: learn_code's `<step-id>/main.py` is read there
 
     @property
     def process_id(self) -> str:
@@ -121,7 +122,7 @@ class Engine:
         """Bring the derived files (events, todos) up to the journal, if a crash left them
         behind; writes nothing when they are current. A store also does this before its
         first step, so only a driver that may not step (a complete run) needs to ask."""
-        return self.store.repair()
+        return self.store.repair() if isinstance(self.store, Derived) else False
 
     def __enter__(self) -> Engine:
         return self
@@ -132,14 +133,6 @@ class Engine:
     def directive(self) -> Directive:
         with self.store.locked() as state:
             return self._directive(state)
-
-    def status(self) -> str:
-        """The run's state: `complete`, `blocked`, `running`, `stopped`, or `damaged`."""
-        try:
-            directive = self.directive()
-        except DamagedRun:
-            return "damaged"
-        return directive.status(self.store.driven())
 
     def todos(self) -> str:
         """`list_todos`: the current step's checklist in the todos.json format."""

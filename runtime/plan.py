@@ -9,6 +9,7 @@ prepare`) are validated and ordered here.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import field
@@ -190,6 +191,35 @@ def load_plan(folder: Path, workflow_id: str, title: str) -> RunPlan:
     except (OSError, ValueError, ValidationError) as error:
         raise PlanError(f"cannot read the plan in {folder}: {_first_line(error)}") from error
     return from_plan(plan, workflow_id, title, _template_files(folder / "prompts"), configs_of(config))
+
+
+def plan_from_files(files: Mapping[str, str], workflow_id: str, title: str) -> RunPlan:
+    """The plan stored with a run as files by their path: plan.json, step_config.json and
+    prompts/ (a store that keeps no folder keeps these)."""
+    try:
+        plan = formats.Plan.model_validate_json(files["plan.json"])
+        config = (
+            formats.StepConfig.model_validate_json(files["step_config.json"])
+            if "step_config.json" in files
+            else None
+        )
+    except (KeyError, ValueError) as error:
+        raise PlanError(f"the stored plan of `{workflow_id}` cannot be read ({_first_line(error)})") from None
+    return from_plan(plan, workflow_id, title, templates_of(files), configs_of(config))
+
+
+def run_plan(plan: RunPlan, goal: str | None, ready: str | None) -> RunPlan:
+    """The plan a run walks: its stored plan, the caller's goal (the objective of the first
+    todo_task step) and ready checklists (`ready`: the text of plan/ready_tasks.json)."""
+    first = plan.first_checklist_step
+    if goal and first is not None:
+        plan = plan.with_steps(tuple(replace(s, description=goal) if s is first else s for s in plan.steps))
+    if ready is not None:
+        data = json.loads(ready)
+        plan = with_ready_tasks(
+            plan, {step: tuple(Task.from_dict(t) for t in tasks) for step, tasks in data.items()}
+        )
+    return plan
 
 
 def configs_of(config: formats.StepConfig | None) -> dict[str, AgentConfigs]:

@@ -2,8 +2,9 @@
 
 One journal entry is folded in two moves: `settle(plan, state, entry)` gives the
 entry's own step after it (its node `end` or `done` once complete) and `leave(plan,
-settled, at)` moves on to the next step from there. The engine uses them to take a step
-and the store to replay the journal (both keep the settled state: the events and the
+settled, at)` moves on to the next step from there. The engine uses them to take a step;
+`replay(plan, state, entries)` is the one fold over a journal (the stores, the log and
+every other reader call it), keeping the settled state of each entry (the events and the
 todos of a completed step are made from it), so a resumed process is exactly the
 process that stopped. The node moves come from the step's checklist
 machine (`compiler.machine.checklist`): intake -> cursor -> work -> cursor ...,
@@ -18,9 +19,9 @@ them.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cache, lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from todoflow.compiler.machine import checklist
 from todoflow.dsl.nodes import node, replace
@@ -146,6 +147,39 @@ class ProcessState:
     def with_mark(self, position: int, **changes: Any) -> tuple[Mark, ...]:
         marks = (*self.marks, *(NO_MARK,) * (position - len(self.marks)))
         return (*marks[: position - 1], replace(marks[position - 1], **changes), *marks[position:])
+
+
+class Applied(NamedTuple):
+    """One journal entry with the states around it: what its events are derived from."""
+
+    before: ProcessState
+    settled: ProcessState  # the entry's own step after it
+    entry: Entry
+
+    @property
+    def seq(self) -> int:
+        return self.entry.seq
+
+    def after(self, plan: RunPlan) -> ProcessState:
+        """The state the entry leaves the process in (the next step's start once complete)."""
+        return leave(plan, self.settled, self.entry.at)
+
+
+def replay(plan: RunPlan, state: ProcessState, entries: Iterable[Entry]) -> Iterator[Applied]:
+    """The one fold over journal entries: each entry folded into the state it follows,
+    with the states around it."""
+    for entry in entries:
+        settled = settle(plan, state, entry)
+        yield Applied(state, settled, entry)
+        state = leave(plan, settled, entry.at)
+
+
+def replayed(plan: RunPlan, state: ProcessState, entries: Iterable[Entry]) -> ProcessState:
+    """The state after the entries."""
+    last: Applied | None = None
+    for last in replay(plan, state, entries):  # noqa: B007 (the last one is what is asked)
+        pass
+    return state if last is None else last.after(plan)
 
 
 @lru_cache(maxsize=256)  # a step checks the current attempt and hands out the next one

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from todoflow.runtime.card import HEADLESS
+from todoflow.runtime.views.card import HEADLESS
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")

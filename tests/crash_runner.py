@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from todoflow.cli import main
-from todoflow.runtime import learnings as learnings_module
-from todoflow.runtime import store as store_module
+from todoflow.runtime.store import folder as store_module
 
 CRASH_AT = int(os.environ["CRASH_AT"])
 MODE = os.environ["CRASH_MODE"]
 _counter = [0]
+_counting = [True]
 _real_atomic = store_module.write_atomically
+_real_create = store_module.FolderRuns._create
 
 
 def _die() -> None:
@@ -30,8 +31,19 @@ def _die() -> None:
 
 
 def _reached() -> bool:
+    if not _counting[0]:
+        return False
     _counter[0] += 1
     return _counter[0] == CRASH_AT
+
+
+def _create(*args: Any, **kwargs: Any) -> None:
+    """Making the run folder is not a crash point (it happens before any reply)."""
+    _counting[0] = False
+    try:
+        _real_create(*args, **kwargs)
+    finally:
+        _counting[0] = True
 
 
 class _Os:
@@ -85,6 +97,6 @@ def _atomic(path: Path, text: str, spare: Path | None = None) -> None:
 
 
 store_module.os = _Os()  # type: ignore[assignment]
-learnings_module.os = _Os()  # type: ignore[assignment]
 store_module.write_atomically = _atomic
+store_module.FolderRuns._create = _create  # type: ignore[method-assign]
 sys.exit(main(sys.argv[1:]))

@@ -292,11 +292,11 @@ def pg_cluster(request: pytest.FixtureRequest) -> Cluster:
 @pytest.fixture
 def pg_url(pg_cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh database with todoflow's schema, for one test; its pools closed after it."""
-    from todoflow.runtime import pg_store
+    from todoflow.runtime.store import postgres as pg_store
+    from todoflow.runtime.store.base import runs_at
 
     name = "t_" + hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:16]
     url = pg_cluster.fresh_database(name)
     pg_store.migrate(url, create=True)
     yield url
-    with contextlib.suppress(KeyError):
-        pg_store._runs[url].close()
+    runs_at(url).close()  # the program's pool of this database

@@ -12,7 +12,7 @@ from todoflow.runtime import process
 from todoflow.runtime.definition import from_source
 from todoflow.runtime.directive import Directive
 from todoflow.runtime.engine import Engine
-from todoflow.runtime.store import FolderStore
+from todoflow.runtime.store.folder import FolderStore
 
 
 class ChecklistModel:
@@ -49,6 +49,18 @@ def start(tmp: Path, source: str, process_id: str = "p-1", ready: Any = None) ->
     )
     engine.close()
     return process.open_process(tmp / "runs", process_id, clock=clock)
+
+
+def read_journal(folder: Path) -> list[dict[str, Any]]:
+    """The complete lines of a run folder's journal as their JSON, as written (its zero tail
+    and a torn last line left out): what tests pin byte for byte."""
+    try:
+        data = (folder / "journal.jsonl").read_bytes()
+    except FileNotFoundError:
+        return []
+    end = data.find(b"\0")
+    data = data if end < 0 else data[:end]
+    return [json.loads(line) for line in data[: data.rfind(b"\n") + 1].splitlines()]
 
 
 def confirm(n: int) -> dict[str, str]:

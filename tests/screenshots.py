@@ -21,12 +21,13 @@ from todoflow.compiler.canvas import plan_canvas
 from todoflow.compiler.canvas_svg import html
 from todoflow.dsl.nodes import replace
 from todoflow.runtime import process
-from todoflow.runtime.agents import ScriptedAgent
-from todoflow.runtime.card import card_svg
+from todoflow.runtime.agents.driver import drive
+from todoflow.runtime.agents.scripted import ScriptedAgent
 from todoflow.runtime.definition import read_definition
-from todoflow.runtime.driver import drive
-from todoflow.runtime.report import read_run, run_report
-from todoflow.runtime.report_html import render
+from todoflow.runtime.store.base import final_todos
+from todoflow.runtime.views.card import card_svg
+from todoflow.runtime.views.report import read_run, run_report
+from todoflow.runtime.views.report_html import render
 
 from .chromium import Browser, missing
 
@@ -58,7 +59,7 @@ def _run(scratch: Path, example: Path, process_id: str, replies: int | None = No
 def _card(folder: Path) -> str:
     with process.open_process(folder.parent, folder.name)[0] as engine:
         directive = engine.directive()
-    return card_svg(directive, process.final_todos(folder, directive.state.completed_steps))
+        return card_svg(directive, final_todos(engine.store, directive.state.completed_steps))
 
 
 def _report(folder: Path, example: Path) -> str:

@@ -26,8 +26,9 @@ from todoflow.compiler.diagrams import svg as machine_svg
 from todoflow.compiler.machine import workflow_machine
 from todoflow.compiler.model import CheckedWorkflow
 from todoflow.runtime import process
-from todoflow.runtime.card import card_svg
 from todoflow.runtime.directive import Directive
+from todoflow.runtime.store.base import final_todos
+from todoflow.runtime.views.card import card_svg
 
 from .chromium import CHECKS, MERMAID, Browser, Page, missing
 from .conftest import EXAMPLES, FIXTURES, run_cli
@@ -272,7 +273,8 @@ def _card_states(tmp_path: Path) -> Iterator[tuple[str, Directive, Path]]:
 def test_run_card_in_the_browser(page: Page, tmp_path: Path) -> None:
     seen = []
     for moment, directive, folder in _card_states(tmp_path):
-        finished = process.final_todos(folder, directive.state.completed_steps)
+        with process.open_process(folder.parent, folder.name)[0] as opened:
+            finished = final_todos(opened.store, directive.state.completed_steps)
         drawing = tmp_path / f"card-{moment}.svg"
         drawing.write_text(card_svg(directive, finished), encoding="utf-8")
         page.open(drawing)

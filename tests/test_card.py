@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 from todoflow.runtime import process
-from todoflow.runtime.card import card_data, card_svg, card_text
+from todoflow.runtime.store.base import final_todos
+from todoflow.runtime.views.card import card_data, card_svg, card_text
 
 from .conftest import ROOT, run_cli
 from .runtime_helpers import CHECKLIST, confirm, intake, start, walk
@@ -75,11 +76,14 @@ def test_a_running_card_names_the_current_block_and_every_task(tmp_path: Path) -
         fresh_store.close()
 
 
-def test_final_todos_leaves_out_what_it_cannot_read(tmp_path: Path) -> None:
+def test_final_todos_come_from_the_journal_whatever_the_derived_files_hold(tmp_path: Path) -> None:
     run = _complete_release(tmp_path)
-    assert sorted(process.final_todos(run, ["prepare", "ship", "nope"])) == ["ship"]
+    with process.open_process(run.parent, run.name)[0] as engine:
+        finished = final_todos(engine.store, ["prepare", "ship", "nope"])
+    assert sorted(finished) == ["ship"]
     (run / "todos" / "ship.json").write_text("{not json")
-    assert process.final_todos(run, ["ship"]) == {}
+    with process.open_process(run.parent, run.name)[0] as engine:
+        assert final_todos(engine.store, ["ship"]) == finished
     assert run_cli("status", run.name, "--json", cwd=tmp_path).returncode == 0
 
 

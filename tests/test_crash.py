@@ -11,9 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from todoflow.runtime.store import read_journal
-
 from .conftest import ROOT
+from .runtime_helpers import read_journal
 
 FLOW = """\
 workflow crash "Crash test" {

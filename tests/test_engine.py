@@ -13,7 +13,17 @@ from todoflow.runtime.engine import Refusal
 from todoflow.runtime.events import todos
 from todoflow.runtime.state import attempt_id
 
-from .runtime_helpers import CHECKLIST, confirm, events, folder_digest, intake, start, tasks, walk
+from .runtime_helpers import (
+    CHECKLIST,
+    confirm,
+    events,
+    folder_digest,
+    intake,
+    read_journal,
+    start,
+    tasks,
+    walk,
+)
 
 
 def _refusal(engine, reply, attempt=None) -> Refusal:  # type: ignore[no-untyped-def]
@@ -182,7 +192,7 @@ def test_revision_deleting_the_remaining_tail_completes_without_an_extra_step(tm
     list(walk(engine, [intake("a", "b", "c"), confirm(1)]))
     directive = _revise(engine, tasks("a"), resume=2)
     assert directive.completed
-    assert [e["type"] for e in store.entries()] == ["submit_tasks", "confirm", "teleport", "revise"]
+    assert [e.TYPE for e in store.entries()] == ["submit_tasks", "confirm", "teleport", "revise"]
 
 
 def test_completion_needs_the_expected_files(tmp_path: Path) -> None:
@@ -215,8 +225,9 @@ def test_a_ready_checklist_is_passed_on_unchanged(tmp_path: Path) -> None:
     after = engine.step(directive.attempt_id, intake("a", "b"))
     assert after.role == "Task 1/2" and after.state.tasks[0].constraints == ("Careful",)
     # the journal names the ready checklist instead of copying it; the plan holds it
-    (entry,) = store.entries()
+    (entry,) = read_journal(store.folder)
     assert entry["ready"] is True and "tasks" not in entry
+    assert store.entries()[0].tasks is None
     reopened, _ = process.open_process(tmp_path / "runs", "p-1")
     assert reopened.directive().state == after.state
 
@@ -349,7 +360,7 @@ def test_the_lock_is_released_when_unlocking_is_interrupted(tmp_path: Path, monk
     (the driver's `finally: store.close()` would wait for it forever)."""
     import fcntl
 
-    from todoflow.runtime import store as store_module
+    from todoflow.runtime.store import folder as store_module
 
     engine, store = start(tmp_path, CHECKLIST)
     real = fcntl.flock

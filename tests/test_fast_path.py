@@ -18,18 +18,19 @@ from typing import Any
 
 import pytest
 
-from todoflow.runtime import fast_path, process
-from todoflow.runtime.agents import ScriptedAgent
+from todoflow.runtime import process
+from todoflow.runtime.agents import fast_path
+from todoflow.runtime.agents.driver import drive
+from todoflow.runtime.agents.scripted import ScriptedAgent
 from todoflow.runtime.definition import from_source
-from todoflow.runtime.driver import drive
 from todoflow.runtime.engine import Engine, Refusal
 from todoflow.runtime.entries import FastPathStarted
 from todoflow.runtime.llm_choice import LlmChoices
 from todoflow.runtime.plan import Llm
-from todoflow.runtime.store import read_journal
 
 from .conftest import ROOT, run_cli
 from .fake_model import FakeModel
+from .runtime_helpers import read_journal
 
 EXAMPLE = ROOT / "examples" / "fast-path.todoflow"
 REPLIES = ROOT / "examples" / "replies" / "fast-path.yaml"
@@ -86,8 +87,8 @@ def test_the_example_runs_by_its_script_with_no_orchestrator_reply(tmp_path: Pat
 def test_the_fast_path_spends_no_orchestrator_model_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from todoflow.runtime.llm_agent import LlmAgent
-    from todoflow.runtime.llm_config import LlmConfig, Provider
+    from todoflow.runtime.agents.llm import LlmAgent
+    from todoflow.runtime.agents.llm_config import LlmConfig, Provider
 
     engine, workspace = _run(tmp_path, MAIN.read_text(), llms=LlmChoices(None, Llm("fake", "m")))
 

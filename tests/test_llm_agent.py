@@ -12,16 +12,15 @@ from typing import Any
 
 import pytest
 
-from todoflow.runtime.driver import drive
-from todoflow.runtime.llm_agent import LlmAgent
+from todoflow.runtime.agents.driver import drive
+from todoflow.runtime.agents.llm import LlmAgent
+from todoflow.runtime.agents.llm_config import LlmConfig, LlmConfigError, Provider, check_plan
 from todoflow.runtime.llm_choice import LlmChoices
-from todoflow.runtime.llm_config import LlmConfig, LlmConfigError, Provider, check_plan
 from todoflow.runtime.plan import Llm
-from todoflow.runtime.store import read_journal
 
 from .conftest import ROOT, run_cli
 from .fake_model import FakeModel
-from .runtime_helpers import events, start
+from .runtime_helpers import events, read_journal, start
 
 SECRET = "sk-test-0123456789-do-not-write-me"
 FLOW = """\

@@ -12,9 +12,9 @@ import pytest
 
 from todoflow.runtime import process
 from todoflow.runtime.engine import Engine, Refusal
-from todoflow.runtime.learnings import Learnings
 from todoflow.runtime.llm_choice import LlmChoices, select_llm
 from todoflow.runtime.plan import AgentConfigs, Llm
+from todoflow.runtime.store.folder import FolderLearnings
 
 from .runtime_helpers import confirm, events, intake, start
 
@@ -108,7 +108,7 @@ def test_a_delegation_to_a_route_is_prevalidated_then_recorded_as_a_learning(tmp
     )
     engine.close()
 
-    (learning,) = Learnings(tmp_path / "workspace" / "learnings").records("compiler")
+    (learning,) = FolderLearnings(tmp_path / "workspace" / "learnings").records("compiler")
     assert (learning.route_id, learning.todo_id, learning.status) == ("compile", "todo_1", "active")
     assert learning.instructions == "Run make; put the binary in dist/app."
     assert learning.evidence == "make printed OK" and learning.files[0].path == "dist/app"
@@ -132,7 +132,7 @@ def test_the_generic_agent_has_no_prevalidation_and_no_learning(tmp_path: Path) 
     done = _step(engine, confirm(1))
     assert done.role == "Task 2/2"
     engine.close()
-    assert Learnings(tmp_path / "workspace" / "learnings").records() == []
+    assert FolderLearnings(tmp_path / "workspace" / "learnings").records() == []
     assert "TodoTaskDelegationValidated" not in [e["event"] for e in events(tmp_path / "runs" / "p-1")]
 
 
@@ -143,9 +143,9 @@ def test_a_learning_is_written_once_whoever_else_appends_or_rewrites_the_file(tm
     (tmp_path / "workspace" / "dist" / "app").write_text("binary")
     _step(engine, {"evidence": "make printed OK", "progress_execution_outcome": "built dist/app"})
     engine.close()
-    folder = Learnings(tmp_path / "workspace" / "learnings")
+    folder = FolderLearnings(tmp_path / "workspace" / "learnings")
     (learning,) = folder.records("compiler")
-    mine, theirs = Learnings(folder.root), Learnings(folder.root)
+    mine, theirs = FolderLearnings(folder.root), FolderLearnings(folder.root)
     assert not mine.add(learning)  # already there
     other = learning.model_copy(update={"id": "p-2:7", "process_id": "p-2"})
     assert theirs.add(other)

@@ -67,7 +67,8 @@ def test_the_unpacked_sdist_builds_a_complete_wheel(tmp_path: Path) -> None:
     for needed in (
         "todoflow/grammars/todoflow.lark",
         "todoflow/compiler/templates/work.j2",
-        "todoflow/runtime/flows/todo-list.todoflow",
+        "todoflow/runtime/serve/flows/todo-list.todoflow",
+        "todoflow/runtime/store/sql/001_schema.sql",
         "todoflow/pytest_plugin.py",
         "todoflow/py.typed",
     ):

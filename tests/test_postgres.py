@@ -14,14 +14,16 @@ from typing import Any
 
 import pytest
 
-from todoflow.runtime import pg_store, process
-from todoflow.runtime.agents import ScriptedAgent
+from todoflow.runtime import process
+from todoflow.runtime.agents.driver import drive
+from todoflow.runtime.agents.scripted import ScriptedAgent
 from todoflow.runtime.definition import from_source, read_definition
-from todoflow.runtime.driver import drive
 from todoflow.runtime.engine import Engine
 from todoflow.runtime.llm_choice import Usage
-from todoflow.runtime.log import log_json
 from todoflow.runtime.plan import Llm
+from todoflow.runtime.store import postgres as pg_store
+from todoflow.runtime.store.base import runs_at
+from todoflow.runtime.views.log import log_json
 
 from .conftest import ROOT, run_cli
 from .postgres import Cluster
@@ -127,7 +129,7 @@ def _every_kind(engine: Engine, workspace: Path) -> None:
     step({"failed": "no docs tool"})  # sub_agent_failed
     engine.raise_turns(engine.directive().attempt_id, 20)  # raise_turns
     step(confirm(2))  # confirm
-    kinds = {entry["type"] for entry in engine.store.entries()}
+    kinds = {entry.TYPE for entry in engine.store.entries()}
     assert kinds == {
         "llm_call", "submit_tasks", "teleport", "revise", "delegate", "sub_agent_done", "create_todo",
         "update_todo", "continue", "sub_agent_failed", "raise_turns", "confirm",
@@ -183,9 +185,9 @@ def test_a_run_with_every_entry_kind_moves_both_ways_without_loss(
         ).returncode
         == 0
     )
-    first, second = process.runs_at(pg_url).export("every-1"), process.runs_at(other).export("every-1")
+    first, second = runs_at(pg_url).export("every-1"), runs_at(other).export("every-1")
     assert first == second
-    process.runs_at(other).close()
+    runs_at(other).close()
     refused = run_cli("db", "import", "every-1", *run, str(tmp_path / "runs"))
     assert refused.returncode == 1 and "there is a run `every-1`" in refused.stderr
 

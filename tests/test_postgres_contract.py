@@ -1,10 +1,10 @@
-"""The store's contract, held against both stores: a run folder and a PostgreSQL database.
+"""The store's contract, held against every adapter: memory, a run folder, PostgreSQL.
 
 Exactly-once advance, racing replies with one attempt id resolved to one winner,
 refusals that change nothing, entries that reload into the same state, learnings
 recorded once; and where they differ by design, a retried reply: `Replayed` from the
-database, refused as stale by a run folder (it does not record which reply used an
-attempt id)."""
+stores that record which reply used an attempt id (memory, the database), refused as
+stale by a run folder (it does not)."""
 
 from __future__ import annotations
 
@@ -36,9 +36,12 @@ workflow w "W" {
 """
 
 
-@pytest.fixture(params=["folder", "postgres"])
+@pytest.fixture(params=["memory", "folder", "postgres"])
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
-    """Where the test's runs live: a run folder's parent, or a fresh database."""
+    """Where the test's runs live: a location of this process's memory, a run folder's
+    parent, or a fresh database."""
+    if request.param == "memory":
+        return f"memory://{tmp_path.name}"
     if request.param == "folder":
         return tmp_path / "runs"
     url: str = request.getfixturevalue("pg_url")
@@ -71,7 +74,7 @@ def test_a_reply_advances_the_run_exactly_once(where: Path | str, tmp_path: Path
     engine.close()
     again = _open(where)
     assert again.directive().state.seq == 2
-    assert [e["type"] for e in again.store.entries()] == ["submit_tasks", "confirm"]
+    assert [e.TYPE for e in again.store.entries()] == ["submit_tasks", "confirm"]
     again.close()
 
 
@@ -103,7 +106,7 @@ def test_racing_replies_with_one_attempt_id_have_one_winner(where: Path | str, t
     assert len(wins) == 1 and len(refusals) == 11
     assert all("stale or used" in reason for reason in refusals)
     entries = engines[1].store.entries()
-    assert len(entries) == 1 and entries[0]["tasks"][0]["action"] == f"task of racer {wins[0]}"
+    assert len(entries) == 1 and entries[0].tasks[0].action == f"task of racer {wins[0]}"
     for engine in engines:
         assert engine.directive().state.seq == 1  # each store sees the winner's entry
         engine.close()
@@ -138,8 +141,8 @@ def test_entries_reload_into_the_same_state(where: Path | str, tmp_path: Path) -
     engine.close()
     reopened = _open(where)
     assert state_json(reopened.directive().state) == expected
-    assert [e["seq"] for e in reopened.store.entries()] == [1, 2, 3, 4]
-    assert [e["seq"] for e in reopened.store.entries(after=2)] == [3, 4]
+    assert [e.seq for e in reopened.store.entries()] == [1, 2, 3, 4]
+    assert [e.seq for e in reopened.store.entries(after=2)] == [3, 4]
     reopened.close()
 
 

@@ -19,6 +19,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from todoflow.runtime import process
+from todoflow.runtime.store.base import runs_at
 
 from .conftest import ROOT
 from .postgres import Cluster
@@ -170,15 +171,15 @@ async def _load(clients: list[Client], processes: int, races: list[int]) -> None
 def _check_journals(url: str, clients: list[Client]) -> None:
     """Every process: its journal gap-free, complete, and holding each acknowledged step
     exactly once (the intake, then the confirmations' evidence in order)."""
-    runs = process.runs_at(url)
+    runs = runs_at(url)
     acked = {pid: steps for client in clients for pid, steps in client.acked.items()}
     listed = dict(runs.metas())
     assert set(listed) == set(acked)
     for pid, steps in acked.items():
         engine, store = process.open_process(runs, pid)
         entries = store.entries()
-        assert [e["seq"] for e in entries] == list(range(1, STEPS + 1)), pid
-        assert [e.get("evidence", "") for e in entries] == steps, pid
+        assert [e.seq for e in entries] == list(range(1, STEPS + 1)), pid
+        assert [getattr(e, "evidence", "") for e in entries] == steps, pid
         assert engine.directive().completed
         engine.close()
 

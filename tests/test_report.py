@@ -19,9 +19,9 @@ from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from todoflow.dsl.nodes import replace
-from todoflow.runtime.log import log_json
-from todoflow.runtime.report import Report, RunData, anchor, read_run, run_report
-from todoflow.runtime.report_html import render
+from todoflow.runtime.views.log import log_json
+from todoflow.runtime.views.report import Report, RunData, anchor, read_run, run_report
+from todoflow.runtime.views.report_html import render
 
 from .conftest import EXAMPLES, FIXTURES, run_cli
 from .runtime_helpers import confirm, folder_digest, intake, start

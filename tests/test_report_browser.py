@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from todoflow.runtime.report import Report, read_run, run_report
-from todoflow.runtime.report_html import render
+from todoflow.runtime.views.report import Report, read_run, run_report
+from todoflow.runtime.views.report_html import render
 
 from . import test_browser
 from .chromium import CHECKS, Page, missing

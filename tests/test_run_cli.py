@@ -13,11 +13,10 @@ from pathlib import Path
 import jsonschema
 
 from todoflow.compiler.formats import schema
-from todoflow.runtime.agents import HumanAgent
-from todoflow.runtime.store import read_journal
+from todoflow.runtime.agents.scripted import HumanAgent
 
 from .conftest import ROOT, run_cli
-from .runtime_helpers import intake, start, walk
+from .runtime_helpers import intake, read_journal, start, walk
 
 EXAMPLE = ROOT / "examples" / "release.todoflow"
 REPLIES = ROOT / "examples" / "replies" / "release.yaml"

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from todoflow.runtime.store import read_journal
-
 from .conftest import ROOT, run_cli
+from .runtime_helpers import read_journal
 
 EXAMPLE = ROOT / "examples" / "release.todoflow"
 FLOW = 'workflow w "W" {\n    todo_task t "T" {\n        description "Tidy up."\n    }\n}\n'

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from todoflow.runtime import handoff
-from todoflow.runtime.service import ServeError, TodoService, Workflows
-from todoflow.runtime.store import read_journal
+from todoflow.runtime.serve import handoff
+from todoflow.runtime.serve.service import ServeError, TodoService, Workflows
 
 from .conftest import ROOT
+from .runtime_helpers import read_journal
 
 EXAMPLE = ROOT / "examples" / "fast-path.todoflow"
 MAIN = ROOT / "examples" / "learnings" / "convert-all" / "main.py"

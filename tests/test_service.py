@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from todoflow.runtime import service as service_module
-from todoflow.runtime.service import ServeError, TodoService, Workflows
+from todoflow.runtime.serve import service as service_module
+from todoflow.runtime.serve.service import ServeError, TodoService, Workflows
 
 FLOW = 'workflow w "W" {\n    todo_task t "T" {\n        description "Tidy up."\n    }\n}\n'
 

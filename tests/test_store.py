@@ -17,12 +17,13 @@ import pytest
 
 import todoflow
 from todoflow.runtime import process
-from todoflow.runtime import store as store_module
 from todoflow.runtime.plan import RunPlan
-from todoflow.runtime.store import DamagedRun, StoreError, read_journal
+from todoflow.runtime.store import base as store_base
+from todoflow.runtime.store import folder as store_module
+from todoflow.runtime.store.base import DamagedRun, StoreError
 
 from .conftest import FIXTURES, run_cli
-from .runtime_helpers import CHECKLIST, confirm, events, folder_digest, intake, start, walk
+from .runtime_helpers import CHECKLIST, confirm, events, folder_digest, intake, read_journal, start, walk
 
 OLD_RUN = FIXTURES / "runs" / "v1-journal"
 OLD_ID = "w-20261201-000000-abcdef"
@@ -66,7 +67,7 @@ def test_a_journal_written_before_entries_were_typed_still_loads(tmp_path: Path)
 
 
 def test_status_resume_and_mcp_status_write_nothing(tmp_path: Path) -> None:
-    from todoflow.runtime.service import TodoService, Workflows
+    from todoflow.runtime.serve.service import TodoService, Workflows
 
     folder = _run_with_entries(tmp_path)
     run_dir = tmp_path / "runs"
@@ -206,7 +207,7 @@ def test_a_damaged_journal_is_refused_and_nothing_is_overwritten(
 def test_a_journal_cut_before_its_snapshot_is_damaged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_module, "SNAPSHOT_EVERY", 2)
+    monkeypatch.setattr(store_base, "SNAPSHOT_EVERY", 2)
     folder = _run_with_entries(tmp_path)
     assert (folder / "snapshot.json").exists()
     data = (folder / "journal.jsonl").read_bytes()
@@ -286,7 +287,7 @@ def test_a_run_folder_that_cannot_be_made_whole_is_not_left_half_made(
     def full(*args: Any, **kwargs: Any) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(process, "sync_tree", full)
+    monkeypatch.setattr(store_module, "sync_tree", full)
     with pytest.raises(StoreError, match="cannot create the run folder"):
         todoflow.start(CHECKLIST, run_dir=tmp_path / "runs")
     assert list((tmp_path / "runs").iterdir()) == []

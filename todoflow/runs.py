@@ -25,7 +25,7 @@ from todoflow.runtime import RUN_DIR
 
 if TYPE_CHECKING:
     from todoflow.runtime.engine import Engine
-    from todoflow.runtime.process import Runs
+    from todoflow.runtime.store.base import Runs
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_RESUMABLE = 0, 1, 2, 3
 AGENTS = "`human` (the default), `scripted:REPLIES.yaml` or `llm`"
@@ -156,6 +156,7 @@ def _start(args: argparse.Namespace) -> int:
     from todoflow.runtime import process
     from todoflow.runtime.definition import read_definition, ready_checklists
     from todoflow.runtime.llm_choice import choices_from
+    from todoflow.runtime.store.base import runs_at
 
     reading = read_definition(Path(args.file), display_name(args.file))
     sys.stderr.write(render_all(reading.diagnostics, reading.sources))
@@ -170,14 +171,15 @@ def _start(args: argparse.Namespace) -> int:
     agent = _recorded(args.agent or "human")
     llms = choices_from(args.preset_llm, args.llm)
     if agent == "llm":  # every agent has a model it can reach, or nothing starts
-        from todoflow.runtime.llm_config import check_plan, load_config
+        from todoflow.runtime.agents.llm_config import check_plan, load_config
 
         config = load_config(Path.cwd(), args.llm, args.preset_llm)
         check_plan(reading.definition.plan, config)
         llms = config.choices
+    runs = runs_at(where(args))
     engine = process.start(
         reading.definition,
-        where(args),
+        runs,
         workspace=Path(args.workspace),
         ready=ready,
         learnings=Path(args.learnings) if args.learnings else None,
@@ -186,13 +188,14 @@ def _start(args: argparse.Namespace) -> int:
         fast_path_only=args.fast_path_only,
     )
     print(f"started {engine.process_id} ({_shown(where(args), engine.process_id)})", file=sys.stderr)
-    return _drive(args, engine, agent)
+    return _drive(args, runs, engine, agent)
 
 
 def _resume(args: argparse.Namespace) -> int:
     from todoflow.runtime import process
+    from todoflow.runtime.store.base import runs_at
 
-    runs = process.runs_at(where(args))
+    runs = runs_at(where(args))
     meta = runs.read_meta(args.resume)
     changed = process.changed_definition(meta)
     if changed and not args.accept_changed_definition:
@@ -212,14 +215,14 @@ def _resume(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     args.fast_path_only = args.fast_path_only or meta.fast_path_only
-    return _drive(args, engine, _recorded(args.agent) if args.agent else meta.agent or "human")
+    return _drive(args, runs, engine, _recorded(args.agent) if args.agent else meta.agent or "human")
 
 
-def _drive(args: argparse.Namespace, engine: Engine, spec: str) -> int:
-    from todoflow.runtime.agents import HumanAgent, ScriptedAgent
-    from todoflow.runtime.driver import drive
+def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, spec: str) -> int:
+    from todoflow.runtime.agents.driver import drive
+    from todoflow.runtime.agents.scripted import HumanAgent, ScriptedAgent
 
-    with engine:
+    with engine, runs.driving(engine.process_id):
         agent: Any
         if spec.startswith("scripted:"):
             agent = ScriptedAgent.from_file(Path(spec.removeprefix("scripted:")), engine.workspace)
@@ -227,7 +230,6 @@ def _drive(args: argparse.Namespace, engine: Engine, spec: str) -> int:
             agent = _llm_agent(engine)
         else:
             agent = HumanAgent(sys.stdin, sys.stdout)
-        engine.store.drive()
         outcome = drive(engine, agent, sys.stdout, args.show_prompts, args.fast_path_only)
         left = (
             agent.unused(engine.directive())
@@ -250,8 +252,8 @@ def _llm_agent(engine: Engine) -> Any:
         import openai  # noqa: F401
     except ImportError:
         raise UnreadableError("`--agent llm` needs the openai package: pip install 'todoflow[llm]'") from None
-    from todoflow.runtime.llm_agent import LlmAgent
-    from todoflow.runtime.llm_config import LlmConfig, check_plan, load_config
+    from todoflow.runtime.agents.llm import LlmAgent
+    from todoflow.runtime.agents.llm_config import LlmConfig, check_plan, load_config
 
     config = load_config(Path.cwd(), None, None)
     config = LlmConfig(config.providers, engine.llms)
@@ -268,9 +270,10 @@ def _read_json(path: Path) -> Any:
 
 def status(args: argparse.Namespace) -> int:
     from todoflow.runtime import process
-    from todoflow.runtime.card import card_data, card_png, card_svg, card_text
+    from todoflow.runtime.store.base import final_todos, runs_at
+    from todoflow.runtime.views.card import card_data, card_png, card_svg, card_text
 
-    runs = process.runs_at(where(args))
+    runs = runs_at(where(args))
     if args.process_id is None:
         rows = [_row(runs, pid, meta) for pid, meta in runs.metas()]
         if args.json:
@@ -289,8 +292,8 @@ def status(args: argparse.Namespace) -> int:
         return _follow(runs, args.process_id)
     with process.open_process(runs, args.process_id)[0] as engine:
         directive = engine.directive()
-        state = directive.status(engine.store.driven())
-    finished = runs.final_todos(args.process_id, directive.state.completed_steps)
+        state = directive.status(runs.driven(args.process_id))
+        finished = final_todos(engine.store, directive.state.completed_steps)
     if args.svg:
         Path(args.svg).write_text(card_svg(directive, finished), encoding="utf-8")
         print(f"wrote {args.svg}", file=sys.stderr)
@@ -316,7 +319,7 @@ def _row(runs: Runs, process_id: str, meta: Any) -> dict[str, Any]:
     try:
         with process.open_process(runs, process_id)[0] as engine:
             directive = engine.directive()  # a damaged run raises, saying what is wrong
-            state = directive.status(engine.store.driven())
+            state = directive.status(runs.driven(process_id))
     except TodoflowError as error:
         return row | {"status": "damaged", "where": str(error)}
     prompt, completion = directive.state.tokens
@@ -330,13 +333,16 @@ def _row(runs: Runs, process_id: str, meta: Any) -> dict[str, Any]:
 
 def log(args: argparse.Namespace) -> int:
     from todoflow.runtime import process
-    from todoflow.runtime.log import log_json, log_text
+    from todoflow.runtime.entries import to_json
+    from todoflow.runtime.views.log import log_json, log_text
 
     with process.open_process(where(args), args.process_id)[0] as engine:
         engine.directive()  # a damaged run is refused here, with what is wrong
         journal = engine.store.entries()
         if args.journal:
-            sys.stdout.write("".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in journal))
+            sys.stdout.write(
+                "".join(json.dumps(to_json(entry), ensure_ascii=False) + "\n" for entry in journal)
+            )
             return EXIT_OK
         data = log_json(engine.plan, engine.process_id, engine.store.started_at, journal)
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n" if args.json else log_text(data))
@@ -345,8 +351,8 @@ def log(args: argparse.Namespace) -> int:
 
 def report(args: argparse.Namespace) -> int:
     from todoflow.compiler.files import write_atomically
-    from todoflow.runtime.report import ReportError, read_run, run_report
-    from todoflow.runtime.report_html import render
+    from todoflow.runtime.views.report import ReportError, read_run, run_report
+    from todoflow.runtime.views.report_html import render
 
     page = render(run_report(read_run(where(args), args.process_id)))
     if args.output == "-":
@@ -361,17 +367,17 @@ def report(args: argparse.Namespace) -> int:
 
 
 def learnings(args: argparse.Namespace) -> int:
-    from todoflow.runtime import process
     from todoflow.runtime.engine import utc_now
-    from todoflow.runtime.learnings import Learnings
+    from todoflow.runtime.store.base import LearningStore, runs_at
+    from todoflow.runtime.store.folder import FolderLearnings
 
     if args.learnings and args.store:
         raise UnreadableError("give --learnings (a folder) or --store (a database), not both")
     store = None if args.learnings else args.store or os.environ.get(STORE)
     place = args.learnings or "learnings"
-    folder: Learnings | None = Learnings(Path(place))
+    folder: LearningStore | None = FolderLearnings(Path(place))
     if store:
-        runs = process.runs_at(_database(store))
+        runs = runs_at(_database(store))
         folder, place = runs.learnings(None), runs.location
     assert folder is not None  # a database keeps the learnings of all its runs
     if args.action == "list":
@@ -408,7 +414,7 @@ def serve(args: argparse.Namespace) -> int:
     if missing:
         print(f"todoflow: error: {missing[0]} is not a folder", file=sys.stderr)
         return EXIT_USAGE
-    from todoflow.runtime.mcp_server import serve as serve_mcp
+    from todoflow.runtime.serve.mcp import serve as serve_mcp
 
     learnings = Path(args.learnings) if args.learnings else None
     location = where(args)
@@ -434,10 +440,13 @@ def where(args: argparse.Namespace) -> Path | str:
 
 
 def _database(store: str) -> str:
-    from todoflow.runtime.process import is_database
+    """A `--store` URL whose scheme an adapter serves (a folder is `--run-dir`)."""
+    from todoflow.runtime.store.base import known_schemes, scheme
 
-    if not is_database(store):
-        raise UnreadableError(f"--store takes a postgresql:// URL, not `{store}`")
+    schemes = known_schemes()
+    if scheme(store) not in schemes:
+        others = ", ".join(f"{name}://" for name in schemes if name != "postgresql")
+        raise UnreadableError(f"--store takes a postgresql:// URL (or {others}), not `{store}`")
     return store
 
 
@@ -451,7 +460,7 @@ def _location_options(args: argparse.Namespace) -> list[str]:
 def _shown(location: Path | str, process_id: str) -> str:
     if isinstance(location, Path):
         return f"run folder {location / process_id}"
-    from todoflow.runtime.pg_store import shown
+    from todoflow.runtime.store.postgres import shown
 
     return f"in {shown(location)}"
 
@@ -467,7 +476,7 @@ def _follow(runs: Runs, process_id: str) -> int:
         for _ in runs.changes(process_id, seen):
             directive = engine.directive()
             for entry in engine.store.entries(seen):
-                print(f"{entry['seq']:>5}  {entry['at']}  {entry['step']}  {entry['type']}", flush=True)
+                print(f"{entry.seq:>5}  {entry.at}  {entry.step}  {entry.TYPE}", flush=True)
             seen = directive.state.seq
             if directive.completed:
                 print("complete: result {}", flush=True)
@@ -480,7 +489,9 @@ def _follow(runs: Runs, process_id: str) -> int:
 def db(args: argparse.Namespace) -> int:
     """`db init`, `db migrate`: the schema; `db export RUN`, `db import RUN`: a run moved
     from the database to a run folder, or back."""
-    from todoflow.runtime import pg_store, process
+    from todoflow.runtime import process
+    from todoflow.runtime.store import postgres as pg_store
+    from todoflow.runtime.store.base import runs_at
 
     store = args.store or os.environ.get(STORE)
     if not store:
@@ -496,8 +507,8 @@ def db(args: argparse.Namespace) -> int:
     if not args.process_id:
         print(f"todoflow: error: `db {args.action}` needs the RUN to move", file=sys.stderr)
         return EXIT_USAGE
-    folders = process.runs_at(Path(args.run_dir or RUN_DIR))
-    database = process.runs_at(url)
+    folders = runs_at(Path(args.run_dir or RUN_DIR))
+    database = runs_at(url)
     source, target = (database, folders) if args.action == "export" else (folders, database)
     process.copy_run(args.process_id, source, target)
     print(

@@ -23,7 +23,7 @@ from todoflow.compiler.canvas_text import FONT, LINE_HEIGHT, Lines, shorten, tex
 from todoflow.compiler.formats import Todos
 from todoflow.dsl.diagnostics import TodoflowError
 
-from .directive import Directive
+from ..directive import Directive
 
 NO_FINISHED: Mapping[str, Todos] = {}
 MARKS = {"done": "✓", "current": "▶", "pending": "○"}

@@ -31,8 +31,8 @@ line, which no caller was ever told about, stays the only damage mended silently
 be written then (a full disk) is logged and repaired at the next step, and the caller
 gets its next directive.
 
-`MemoryStore` has the same interface without files, for tests, benchmarks and
-embedding; `runtime.pg_store.PgStore` is the third implementation, over PostgreSQL.
+`FolderRuns` is the location (a folder of run folders, the default), with its MCP starts
+in `.starts/` and `FolderLearnings` (`learnings/<sub-step-id>/learnings.jsonl`).
 
 A run folder does not record which reply used an attempt id, so it cannot tell a client
 retrying a reply whose answer it lost from a racing reply that lost: both are refused
@@ -45,178 +45,52 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import itertools
 import json
 import logging
 import os
 import re
+import shutil
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 
-import pydantic_core
+from pydantic import ValidationError
 
-from todoflow.compiler.files import write_atomically
-from todoflow.dsl.diagnostics import TodoflowError
+from todoflow.compiler.files import sync_tree, write_atomically
 
-from .entries import Entry, EntryFormatError, SubAgentDone, entry_from_json, to_json
-from .events import entry_events, todos
-from .learnings import LearningError, Learnings, learning_of
-from .plan import RunPlan
-from .state import ProcessState, from_json, initial_state, leave, settle
-from .state import to_json as state_json
+from ..entries import Entry, json_line, to_json
+from ..events import entry_events, todos
+from ..learnings import LEARNINGS_FILE, PLAIN, Learning, LearningError, learned
+from ..plan import RunPlan, Task, load_plan, run_plan
+from ..state import Applied, ProcessState, from_json, initial_state, replay
+from ..state import to_json as state_json
+from .base import (
+    FOLDER,
+    READY,
+    DamagedRun,
+    OpenRun,
+    Request,
+    RunMeta,
+    RunRecord,
+    StartRecord,
+    StoreError,
+    in_order,
+    ready_text,
+    register,
+    snapshot_due,
+)
 
 FLUSH_EVERY = 100  # events.jsonl is brought up to date at least this often
-SNAPSHOT_EVERY = 1000  # loading replays at most this many entries
 CHUNK = 1 << 20  # the journal grows a MiB at a time
 READ_PIECE = 1 << 16
 JOURNAL, EVENTS, SNAPSHOT, LOCK, TODOS = "journal.jsonl", "events.jsonl", "snapshot.json", "lock", "todos"
 DRIVING = "driving"
+FOLLOW_POLL = 0.2  # seconds between looks at a run folder's journal while following it
 
 log = logging.getLogger("todoflow.store")
-
-
-class StoreError(TodoflowError):
-    """A run folder that cannot be used, with the reason."""
-
-
-class DamagedRun(StoreError):
-    """A run folder whose journal does not hold what its other files say happened."""
-
-
-class Moved(StoreError):
-    """Another program committed to the process first: the step is taken again from the
-    current state (the engine does; it never reaches a caller)."""
-
-
-class Request:
-    """A reply as a step received it: its attempt id, what it said and who said it. A store
-    that records requests keeps the digest (computed only when one asks)."""
-
-    __slots__ = ("_digest", "attempt", "by", "data")
-
-    def __init__(self, attempt: str, data: Mapping[str, Any], by: str) -> None:
-        self.attempt, self.data, self.by = attempt, data, by
-        self._digest: str | None = None
-
-    @property
-    def digest(self) -> str:
-        if self._digest is None:
-            text = json.dumps(
-                {"by": self.by, "reply": self.data}, sort_keys=True, ensure_ascii=False, default=str
-            )
-            self._digest = hashlib.sha256(text.encode()).hexdigest()
-        return self._digest
-
-
-class Applied(NamedTuple):
-    """One journal entry with the states around it: what its events are derived from."""
-
-    before: ProcessState
-    settled: ProcessState  # the entry's own step after it
-    entry: Entry
-
-    @property
-    def seq(self) -> int:
-        return self.entry.seq
-
-
-class Store(Protocol):
-    process_id: str
-    plan: RunPlan
-    started_at: str
-    shared: bool  # other programs may commit between this store's looks (a database)
-
-    def locked(self, cached: bool = False) -> contextlib.AbstractContextManager[ProcessState]:
-        """Hold the process for one step; yields its current state (`cached`, in a shared
-        store: the state it last knew, which `commit` verifies)."""
-        ...
-
-    def commit(self, steps: Sequence[Applied], after: ProcessState, request: Request | None = None) -> None:
-        """Make entries durable, all or none (called inside `locked`); `after` is the state
-        they lead to; `request` the reply that made them. Raises `Moved` if another
-        program committed since `locked` read the state."""
-        ...
-
-    def replayed(self, request: Request) -> bool:
-        """Whether this very reply, with this attempt id, was committed already."""
-        ...
-
-    def behind(self, state: ProcessState) -> bool:
-        """Whether another program committed past `state` (only a shared store's can be)."""
-        ...
-
-    def entries(self, after: int = 0) -> list[dict[str, Any]]:
-        """The journal's entries after entry `after`, in order, as its lines' JSON."""
-        ...
-
-    def repair(self) -> bool:
-        """Bring derived files up to the journal (a crash may have left them behind)."""
-        ...
-
-    def drive(self) -> None:
-        """Say the run is being driven (until the store is closed)."""
-        ...
-
-    def driven(self) -> bool:
-        """Whether a program drives the run now."""
-        ...
-
-    def close(self) -> None:
-        """Release what the store holds."""
-        ...
-
-
-class MemoryStore:
-    """A store that keeps everything in memory."""
-
-    shared = False
-
-    def __init__(self, process_id: str, plan: RunPlan, started_at: str) -> None:
-        self.process_id, self.plan = process_id, plan
-        self.state = initial_state(plan, started_at)
-        self.journal: list[Entry] = []
-        self.events: list[dict[str, Any]] = []
-        self.started_at = started_at
-        self.requests: dict[str, str] = {}  # attempt id -> the digest of the reply that used it
-        self._lock = threading.Lock()
-        self._driven = False
-
-    @contextlib.contextmanager
-    def locked(self, cached: bool = False) -> Iterator[ProcessState]:
-        with self._lock:
-            yield self.state
-
-    def commit(self, steps: Sequence[Applied], after: ProcessState, request: Request | None = None) -> None:
-        for before, settled, entry in steps:
-            self.journal.append(entry)
-            self.events += entry_events(self.plan, before, settled, entry, self.process_id)
-        if request is not None:
-            self.requests[request.attempt] = request.digest
-        self.state = after
-
-    def replayed(self, request: Request) -> bool:
-        return self.requests.get(request.attempt) == request.digest
-
-    def behind(self, state: ProcessState) -> bool:
-        return False
-
-    def entries(self, after: int = 0) -> list[dict[str, Any]]:
-        return [to_json(entry) for entry in self.journal[after:]]
-
-    def repair(self) -> bool:
-        return False  # nothing is derived from the journal but in memory
-
-    def drive(self) -> None:
-        self._driven = True
-
-    def driven(self) -> bool:
-        return self._driven
-
-    def close(self) -> None:
-        """Nothing to release."""
 
 
 class _Hold:
@@ -263,7 +137,7 @@ class FolderStore:
         plan: RunPlan,
         process_id: str,
         started_at: str,
-        learnings: Learnings | None = None,
+        learnings: FolderLearnings | None = None,
         definition_sha256: str | None = None,
     ) -> None:
         self.folder, self.plan, self.process_id, self.started_at = folder, plan, process_id, started_at
@@ -284,7 +158,6 @@ class FolderStore:
         self._events_seq: int | None = None  # the entry events.jsonl ends with, once read
         self._journal = _open_existing(folder / JOURNAL, os.O_RDONLY)
         self._lockfile = _open_existing(folder / LOCK, os.O_RDONLY)
-        self._driving = -1
         self._hold = _Hold(self)
 
     def close(self) -> None:
@@ -292,33 +165,10 @@ class FolderStore:
         if self._writer:
             with self.locked() as state:
                 self._derive_quietly(lambda: self._catch_up(state))
-        for handle in (self._journal, self._events, self._lockfile, self._driving):
+        for handle in (self._journal, self._events, self._lockfile):
             if handle >= 0:
                 os.close(handle)
-        self._journal = self._events = self._lockfile = self._driving = -1
-
-    def drive(self) -> None:
-        """Say the run is being driven, until the store is closed (a shared lock: any number
-        of programs may drive one run; `status` sees it as `running`)."""
-        if self._driving < 0:
-            self._driving = _open_existing(self.folder / DRIVING, os.O_RDONLY)
-            if self._driving >= 0:
-                fcntl.flock(self._driving, fcntl.LOCK_SH)
-
-    def driven(self) -> bool:
-        """Whether a program drives the run now (this store or another)."""
-        if self._driving >= 0:
-            return True
-        handle = _open_existing(self.folder / DRIVING, os.O_RDONLY)
-        if handle < 0:
-            return False
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(handle)  # releases the probe's lock
-        return False
+        self._journal = self._events = self._lockfile = -1
 
     # -- loading -------------------------------------------------------------------
 
@@ -354,7 +204,7 @@ class FolderStore:
             and os.pread(self._journal, 1, self._offset + self._torn) in (b"", b"\0")
         ):
             return self._state
-        if self._state is None:
+        if self._state is None or self._journal < 0:  # first look, or looked at again after `close`
             self._state, self._offset = self._load()
         else:
             self._state, self._offset = self._replay(self._state, self._offset)
@@ -391,27 +241,16 @@ class FolderStore:
         data = self._written_from(offset)
         complete = data.rfind(b"\n") + 1
         self._torn = len(data) - complete  # a torn last line: the step never returned
-        for number, line in enumerate(data[:complete].splitlines(), start=1):
-            entry = self._entry(line, state)
-            if entry is None:
-                raise self._damaged(
-                    f"line {number} of {JOURNAL} after entry {state.seq} is not an entry", state.seq
-                )
-            settled = settle(self.plan, state, entry)
-            self._last_applied = Applied(state, settled, entry)
+        lines = data[:complete].splitlines()
+        for applied in replay(self.plan, state, self._in_order(lines, state.seq)):
+            self._last_applied = applied
             if self._writer:  # another program's step: its events are ours to flush too
-                self._remember(self._last_applied)
-            state = leave(self.plan, settled, entry.at)
+                self._remember(applied)
+            state = applied.after(self.plan)
         return state, offset + complete
 
-    def _entry(self, line: bytes, state: ProcessState) -> Entry | None:
-        try:
-            entry = entry_from_json(json.loads(line))
-        except (ValueError, EntryFormatError):
-            return None
-        if entry.seq != state.seq + 1:
-            raise self._damaged(f"{JOURNAL}: entry {entry.seq} follows entry {state.seq}", state.seq)
-        return entry
+    def _in_order(self, lines: Iterable[bytes], after: int) -> Iterator[Entry]:
+        return in_order(lines, after, self._damaged, JOURNAL)
 
     def _written_from(self, offset: int) -> bytes:
         """The journal's bytes from `offset` to its zero tail, read a piece at a time: a
@@ -436,8 +275,48 @@ class FolderStore:
             "cannot be stepped until its journal is restored (docs/runtime.md, Damaged runs)"
         )
 
-    def entries(self, after: int = 0) -> list[dict[str, Any]]:
-        return read_journal(self.folder)[after:]  # entries are numbered 1, 2, ... in order
+    def entries(self, after: int = 0) -> list[Entry]:
+        """Reads the journal from where entry `after + 1` starts (found by bisection: every
+        line starts `{"seq":N,`), not from its beginning."""
+        with self.locked() as state:
+            return self._entries(after, state.seq)
+
+    def _entries(self, after: int, last: int) -> list[Entry]:
+        """`entries`, under the lock: the journal holds `last` entries."""
+        if self._journal < 0 or after >= last:
+            return []
+        data = self._written_from(self._offset_of(after + 1))
+        lines = data[: data.rfind(b"\n") + 1].splitlines()
+        return list(self._in_order(lines, after)) if lines else []
+
+    def _offset_of(self, seq: int) -> int:
+        """Where entry `seq`'s line starts (the end of the written journal past its last entry)."""
+        if seq <= 1:
+            return 0
+        low, high = 0, os.fstat(self._journal).st_size  # entry `seq` starts at or before `high`
+        while low < high:
+            middle = (low + high) // 2
+            start, found = self._line_after(middle)
+            if found is None or found >= seq:
+                high = middle
+            else:
+                low = start + 1
+        start, _ = self._line_after(low)
+        return start
+
+    def _line_after(self, offset: int) -> tuple[int, int | None]:
+        """The first line starting at or after `offset`: where, and the entry it holds."""
+        if offset > 0:
+            piece = os.pread(self._journal, READ_PIECE, offset - 1)
+            newline = piece.find(b"\n")
+            while newline < 0 and piece and b"\0" not in piece:
+                offset += len(piece)
+                piece = os.pread(self._journal, READ_PIECE, offset - 1)
+                newline = piece.find(b"\n")
+            offset = offset + newline if newline >= 0 else offset + len(piece)
+        head = os.pread(self._journal, 32, offset)
+        match = _SEQ_HEAD.match(head)
+        return offset, int(match.group(1)) if match else None
 
     # -- writing -------------------------------------------------------------------
 
@@ -452,7 +331,7 @@ class FolderStore:
         happened. The derived files follow, and a failure of theirs is logged and repaired
         later, never raised."""
         self._become_writer(steps[0].before)
-        lines = [_line(to_json(applied.entry)) for applied in steps]
+        lines = [json_line(to_json(applied.entry)) for applied in steps]
         line = b"".join(lines)
         end = self._offset + len(line)
         if end > self._allocated:  # another process may have allocated since we last looked
@@ -491,7 +370,7 @@ class FolderStore:
         complete = any(applied.settled.step_complete for applied in steps)
         if complete or any(seq % FLUSH_EVERY == 0 for seq in range(first, after.seq + 1)):
             self._flush_events()
-        if any(seq % SNAPSHOT_EVERY == 0 for seq in range(first, after.seq + 1)):
+        if snapshot_due(first - 1, after.seq):
             self._write_snapshot(steps[-1], start)
 
     def _derive_quietly(self, work: Any) -> None:
@@ -614,12 +493,7 @@ class FolderStore:
         there already (learnings are derived from the journal: exactly once)."""
         if self.learnings is None:
             return
-        for before, _, entry in applied:
-            if not isinstance(entry, SubAgentDone) or not entry.passed:
-                continue
-            learning = learning_of(self.plan, self.process_id, self.definition_sha256, before, entry)
-            if learning is None:
-                continue
+        for learning in learned(self.plan, self.process_id, self.definition_sha256, applied):
             try:
                 self.learnings.add(learning)
             except LearningError as error:
@@ -690,15 +564,11 @@ class FolderStore:
 
     def _rebuild_events(self) -> None:
         """events.jsonl, and the todos of every completed step, made again from the journal."""
-        replayed: list[Applied] = []
-        current = initial_state(self.plan, self.started_at)
-        for data in self.entries():
-            entry = entry_from_json(data)
-            settled = settle(self.plan, current, entry)
-            replayed.append(Applied(current, settled, entry))
-            if settled.step_complete:
-                self._write_todos(settled, only_if_changed=True)
-            current = leave(self.plan, settled, entry.at)
+        start = initial_state(self.plan, self.started_at)
+        replayed = list(replay(self.plan, start, self._entries(0, self._state.seq if self._state else 0)))
+        for applied in replayed:
+            if applied.settled.step_complete:
+                self._write_todos(applied.settled, only_if_changed=True)
         self._record_learnings(replayed)
         write_atomically(self.folder / EVENTS, _event_lines(self.plan, self.process_id, replayed).decode())
         if self._events >= 0:
@@ -707,6 +577,7 @@ class FolderStore:
         self._pending = replayed[-1:]
 
 
+_SEQ_HEAD = re.compile(rb'\{"seq":(\d+),')  # how every journal line starts
 # every line of events.jsonl starts `{"event":"…","process_id":"…","seq":N,` (its field order)
 _SEQ = re.compile(r'^\{"event":"[^"\n]*","process_id":"(?:[^"\\\n]|\\.)*","seq":(\d+),', re.M)
 
@@ -714,7 +585,7 @@ _SEQ = re.compile(r'^\{"event":"[^"\n]*","process_id":"(?:[^"\\\n]|\\.)*","seq":
 def _event_lines(plan: RunPlan, process_id: str, entries: Iterable[Applied]) -> bytes:
     """events.jsonl's lines for journal entries, each with the states before and after it."""
     return b"".join(
-        _line(event)
+        json_line(event)
         for before, settled, entry in entries
         for event in entry_events(plan, before, settled, entry, process_id)
     )
@@ -752,26 +623,10 @@ def _reads(path: Path) -> str | None:
         return None
 
 
-def read_journal(folder: Path) -> list[dict[str, Any]]:
-    """The complete entries of a run folder's journal, in order, as their lines' JSON."""
-    try:
-        with open(folder / JOURNAL, "rb") as handle:
-            data = _written(handle.read())
-    except FileNotFoundError:
-        return []
-    return [json.loads(line) for line in data[: data.rfind(b"\n") + 1].splitlines()]
-
-
 def _written(data: bytes) -> bytes:
     """The journal's bytes up to its allocated but unwritten (zero) tail."""
     end = data.find(b"\0")
     return data if end < 0 else data[:end]
-
-
-def _line(record: Mapping[str, Any]) -> bytes:
-    """One compact JSON line, UTF-8 as it is: what `json.dumps(record, ensure_ascii=False,
-    separators=(",", ":"))` writes, at a quarter of its cost (a run writes ~3 per step)."""
-    return pydantic_core.to_json(record) + b"\n"
 
 
 def _ends_with(path: Path, data: bytes) -> bool:
@@ -807,3 +662,383 @@ def _last_seq(path: Path) -> int:
         return int(json.loads(tail.splitlines()[-1])["seq"])
     except (ValueError, KeyError, TypeError):
         return -1
+
+
+# -- the run folders of a folder ---------------------------------------------------
+
+
+class FolderRuns:
+    """Runs in run folders under one folder (`<run_dir>/<process-id>/`)."""
+
+    def __init__(self, run_dir: Path | str) -> None:
+        self.run_dir = Path(run_dir)
+        self.location = str(run_dir)
+
+    def folder(self, process_id: str) -> Path:
+        return self.run_dir / Path(process_id).name
+
+    def create(
+        self, files: Iterable[tuple[str, str]], meta: RunMeta, ready: Mapping[str, tuple[Task, ...]]
+    ) -> None:
+        plan_files = dict(files)
+        if ready:
+            plan_files[READY] = ready_text(ready)
+        self._create(meta.process_id, plan_files, meta.text(), [])
+
+    def _create(self, process_id: str, files: Mapping[str, str], meta: str, journal: list[str]) -> None:
+        """The run folder, whole or not at all: a failure (a full disk) removes what was made."""
+        folder = self.folder(process_id)
+        folder.mkdir(parents=True, exist_ok=False)
+        try:
+            for relative, text in files.items():
+                write_atomically(folder / "plan" / relative, text)
+            plan = _plan(folder, RunMeta.model_validate_json(meta))
+            prepare_folder(folder, plan)
+            if journal:
+                _write_journal(folder / JOURNAL, "".join(line + "\n" for line in journal).encode())
+            write_atomically(folder / "run.json", meta)
+            sync_tree(folder)  # a confirmed step must never outlive the plan it is replayed against
+        except OSError as error:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise StoreError(f"cannot create the run folder {folder}: {error.strerror or error}") from None
+
+    def load(self, process_id: str) -> OpenRun:
+        folder = self.folder(process_id)
+        meta = read_meta(folder)
+        learnings = self.learnings(meta)
+        plan = _plan(folder, meta)
+        store = FolderStore(folder, plan, meta.process_id, meta.started_at, learnings, meta.source_sha256)
+        return OpenRun(meta, store, learnings)
+
+    def read_meta(self, process_id: str) -> RunMeta:
+        return read_meta(self.folder(process_id))
+
+    def metas(self) -> Iterator[tuple[str, RunMeta | StoreError]]:
+        for folder, meta in all_metas(self.run_dir):
+            yield folder.name, meta
+
+    def plan_file(self, process_id: str, relative: str) -> str | None:
+        path = self.folder(process_id) / "plan" / relative
+        return path.read_text(encoding="utf-8") if path.is_file() else None
+
+    def learnings(self, meta: RunMeta | None) -> FolderLearnings | None:
+        return FolderLearnings(Path(meta.learnings)) if meta is not None and meta.learnings else None
+
+    def starts(self) -> FolderStarts:
+        return FolderStarts(self.run_dir / ".starts")
+
+    @contextlib.contextmanager
+    def driving(self, process_id: str) -> Iterator[None]:
+        """A shared lock on the run's `driving` file while inside: any number of programs
+        may drive one run; `driven` only tries the lock."""
+        handle = _open_existing(self.folder(process_id) / DRIVING, os.O_RDONLY)
+        try:
+            if handle >= 0:
+                fcntl.flock(handle, fcntl.LOCK_SH)
+            yield
+        finally:
+            if handle >= 0:
+                os.close(handle)
+
+    def driven(self, process_id: str) -> bool:
+        handle = _open_existing(self.folder(process_id) / DRIVING, os.O_RDONLY)
+        if handle < 0:
+            return False
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(handle)  # releases the probe's lock
+        return False
+
+    def changes(self, process_id: str, seq: int) -> Iterator[None]:
+        while True:  # a run folder tells nobody: look at it now and then
+            time.sleep(FOLLOW_POLL)
+            yield
+
+    def export(self, process_id: str) -> RunRecord:
+        folder = self.folder(process_id)
+        meta = read_meta(folder)
+        plan = folder / "plan"
+        files = {
+            p.relative_to(plan).as_posix(): p.read_text(encoding="utf-8")
+            for p in sorted(plan.rglob("*"))
+            if p.is_file()
+        }
+        learnings = self.learnings(meta)
+        found = learnings.lines(meta.process_id) if learnings is not None else []
+        return RunRecord(
+            meta.process_id,
+            (folder / "run.json").read_text(encoding="utf-8"),
+            files,
+            _journal_lines(folder / JOURNAL),
+            found,
+        )
+
+    def import_run(self, record: RunRecord) -> None:
+        if self.folder(record.process_id).exists():
+            raise StoreError(f"there is a run `{record.process_id}` in {self.run_dir} already")
+        self._create(record.process_id, record.files, record.meta, record.journal)
+        meta = read_meta(self.folder(record.process_id))
+        learnings = self.learnings(meta)
+        if learnings is not None:
+            learnings.add_lines(record.learnings)
+
+    def close(self) -> None:
+        """Nothing held."""
+
+
+def _journal_lines(path: Path) -> list[str]:
+    """The journal's complete lines, as written (its zero tail and a torn last line left out)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    end = data.find(b"\0")
+    data = data if end < 0 else data[:end]
+    return data[: data.rfind(b"\n") + 1].decode().splitlines()
+
+
+def _write_journal(path: Path, data: bytes) -> None:
+    """A journal's lines written into a new run folder's allocated journal, synced."""
+    handle = os.open(path, os.O_RDWR)
+    try:
+        if len(data) >= os.fstat(handle).st_size:
+            os.posix_fallocate(handle, 0, len(data) + CHUNK)
+        os.pwrite(handle, data, 0)
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+class FolderStarts:
+    """Starts as files of `<run_dir>/.starts/`: `<id>.json` prepared, `<id>.executed` claimed."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def prepare(self, start_id: str, record: StartRecord) -> None:
+        write_atomically(self.folder / f"{start_id}.json", record.model_dump_json() + "\n")
+
+    def executed(self, start_id: str) -> str | None:
+        path = self.folder / f"{start_id}.executed"
+        return path.read_text(encoding="utf-8").strip() if path.exists() else None
+
+    def record(self, start_id: str) -> StartRecord | None:
+        try:
+            return StartRecord.model_validate_json((self.folder / f"{start_id}.json").read_bytes())
+        except (OSError, ValueError):
+            return None
+
+    def claim(self, start_id: str) -> bool:
+        try:  # across servers too: the first to create the file
+            os.close(os.open(self.folder / f"{start_id}.executed", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return False
+        return True
+
+    def done(self, start_id: str, process_id: str) -> None:
+        (self.folder / f"{start_id}.executed").write_text(process_id, encoding="utf-8")
+        (self.folder / f"{start_id}.json").unlink(missing_ok=True)  # executed: the claim says so from now on
+
+    def release(self, start_id: str) -> None:
+        (self.folder / f"{start_id}.executed").unlink(missing_ok=True)
+
+    def expire(self, older_than: float) -> None:
+        limit = time.time() - older_than
+        for entry in self.folder.iterdir():
+            try:
+                if entry.stat().st_mtime < limit:
+                    entry.unlink()
+            except OSError:
+                continue
+
+
+def _plan(folder: Path, meta: RunMeta) -> RunPlan:
+    """The plan a run folder's run walks."""
+    plan = load_plan(folder / "plan", meta.workflow_id, meta.title or meta.workflow_id)
+    ready_file = folder / "plan" / READY
+    return run_plan(plan, meta.goal, ready_file.read_text(encoding="utf-8") if ready_file.exists() else None)
+
+
+def processes(run_dir: Path) -> list[Path]:
+    """Run folders, newest first."""
+    if not run_dir.is_dir():
+        return []
+    found = [p for p in run_dir.iterdir() if (p / "run.json").is_file()]
+    return sorted(found, key=lambda p: (os.stat(p / "run.json").st_mtime, p.name), reverse=True)
+
+
+def read_meta(folder: Path) -> RunMeta:
+    try:
+        return RunMeta.model_validate_json((folder / "run.json").read_bytes())
+    except FileNotFoundError:
+        known = ", ".join(p.name for p in processes(folder.parent)[:20]) or "none"
+        raise StoreError(f"no run `{folder.name}` in {folder.parent} (runs: {known})") from None
+    except (OSError, ValidationError) as error:
+        raise StoreError(f"run `{folder.name}`: its run.json cannot be read ({_first_line(error)})") from None
+
+
+def all_metas(run_dir: Path) -> Iterator[tuple[Path, RunMeta | StoreError]]:
+    """Every run folder with its meta, or the error that says why it cannot be read."""
+    for folder in processes(run_dir):
+        try:
+            yield folder, read_meta(folder)
+        except StoreError as error:
+            yield folder, error
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+# -- learnings ------------------------------------------------------------------
+
+
+class FolderLearnings:
+    """A learnings folder: one `learnings.jsonl` per sub-step id (the seed's layout)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.location = root, str(root)
+        # per file: its identity, how far it has been read, the ids it holds to there;
+        # so adding a record reads only what others appended since, not the whole file
+        self._read_to: dict[Path, tuple[tuple[int, int], int, set[str]]] = {}
+
+    def file(self, sub_step_id: str) -> Path:
+        if not PLAIN.match(sub_step_id):
+            raise LearningError(
+                f"step id `{sub_step_id}` is not a plain name; it cannot name a learnings folder"
+            )
+        return self.root / sub_step_id / LEARNINGS_FILE
+
+    def add(self, learning: Learning) -> bool:
+        """Append `learning` unless a record with its id is there; True when written."""
+        path = self.file(learning.sub_step_id)
+        try:
+            handle = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+        except FileNotFoundError:  # its folder is not there yet
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            ids = self._ids_held(path, handle)
+            if learning.id in ids:
+                return False
+            data = (learning.model_dump_json() + "\n").encode()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(handle, view) :]
+            identity, offset, _ = self._read_to[path]
+            ids.add(learning.id)
+            self._read_to[path] = (identity, offset + len(data), ids)
+            return True
+        finally:
+            os.close(handle)  # releases the lock
+
+    def _ids_held(self, path: Path, handle: int) -> set[str]:
+        """The ids `path` holds, read under its lock: what is known, plus what was appended
+        since (a file replaced or shortened is read again from its start)."""
+        status = os.fstat(handle)
+        identity = (status.st_dev, status.st_ino)
+        known, offset, ids = self._read_to.get(path, (identity, 0, set()))
+        if known != identity or status.st_size < offset:
+            offset, ids = 0, set()
+        os.lseek(handle, offset, os.SEEK_SET)
+        added = b""
+        while chunk := os.read(handle, 1 << 20):
+            added += chunk
+        if added and not added.endswith(b"\n"):  # a writer killed mid-line: debris, as it held the lock
+            added = added[: added.rfind(b"\n") + 1]
+            os.ftruncate(handle, offset + len(added))
+        ids.update(i for i in map(_line_id, added.splitlines()) if i is not None)
+        self._read_to[path] = (identity, offset + len(added), ids)
+        return ids
+
+    def records(self, sub_step_id: str | None = None) -> list[Learning]:
+        """Every record (of one sub-step, or of all), oldest first, each as its last line says."""
+        folders = [sub_step_id] if sub_step_id else sorted(p.name for p in self._folders())
+        found: dict[str, Learning] = {}
+        for name in folders:
+            for learning in self._read(self.file(name)):
+                found.pop(learning.id, None)  # a retirement moves it to where it was retired
+                found[learning.id] = learning
+        return sorted(found.values(), key=lambda learning: (learning.at, learning.id))
+
+    def find(self, learning_id: str) -> Learning:
+        for learning in self.records():
+            if learning.id == learning_id:
+                return learning
+        raise LearningError(f"no learning `{learning_id}` in {self.root}")
+
+    def retire(self, learning_id: str, at: str) -> Learning:
+        learning = self.find(learning_id)
+        if learning.status == "retired":
+            return learning
+        retired = learning.model_copy(update={"status": "retired", "at": at})
+        path = self.file(learning.sub_step_id)
+        with open(path, "a", encoding="utf-8") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            handle.write(retired.model_dump_json() + "\n")
+        return retired
+
+    def lines(self, process_id: str) -> list[tuple[str, str]]:
+        """(sub-step id, line) of every line a process's records hold, in each file's order:
+        a run's learnings as they move to another store."""
+        found = []
+        for folder in sorted(p.name for p in self._folders()):
+            for line in self.file(folder).read_text(encoding="utf-8").splitlines():
+                with contextlib.suppress(ValidationError):
+                    if Learning.model_validate_json(line).process_id == process_id:
+                        found.append((folder, line))
+        return found
+
+    def add_lines(self, lines: Iterable[tuple[str, str]]) -> None:
+        """Append the lines (of `lines`) that are not there yet: a record, or its retirement."""
+        for sub_step_id, line in lines:
+            record = Learning.model_validate_json(line)
+            path = self.file(sub_step_id)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a+", encoding="utf-8") as handle:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+                handle.seek(0)
+                held = [
+                    Learning.model_validate_json(held) for held in handle.read().splitlines() if held.strip()
+                ]
+                if not any((h.id, h.status) == (record.id, record.status) for h in held):
+                    handle.write(line + "\n")
+
+    def _folders(self) -> list[Path]:
+        if not self.root.is_dir():
+            return []
+        return [p for p in self.root.iterdir() if (p / LEARNINGS_FILE).is_file() and PLAIN.match(p.name)]
+
+    def _read(self, path: Path) -> list[Learning]:
+        try:
+            lines = path.read_bytes().splitlines()
+        except FileNotFoundError:
+            return []
+        except OSError as error:
+            raise LearningError(f"cannot read {path}: {error.strerror or error}") from None
+        found = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                found.append(Learning.model_validate_json(line))
+            except ValidationError:
+                log.warning("%s:%d is not a learning record; it is left out", path, number)
+        return found
+
+
+def _line_id(line: bytes) -> str | None:
+    try:
+        value = json.loads(line).get("id")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+register(FOLDER)(FolderRuns)  # a path: a folder of run folders, the default location

@@ -17,20 +17,21 @@ import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from todoflow.dsl.diagnostics import TodoflowError, render_all
 
-from . import fast_path, process
-from .card import card_data
-from .definition import Reading, RunDefinition, read_definition, ready_checklists
-from .directive import Directive, PromptError
-from .engine import Engine, Refusal, Replayed
+from .. import process
+from ..agents import fast_path
+from ..definition import Reading, RunDefinition, read_definition, ready_checklists
+from ..directive import Directive, PromptError
+from ..engine import Engine, Refusal, Replayed
+from ..plan import PlanError, Task
+from ..store.base import Runs, StartRecord, final_todos, runs_at
+from ..views.card import card_data
 from .handoff import Handoffs
-from .plan import PlanError, Task
-from .process import Runs, runs_at
 
 BUILT_IN = Path(__file__).with_name("flows")
 ALIASES = {"moira/todo-list": "todo-list"}
@@ -143,56 +144,72 @@ def _declared_id(file: Path) -> str | None:
     return match.group(1) if match else None
 
 
+class _Open(NamedTuple):
+    """A run a server has open, and the presence that says it is driven while it is."""
+
+    engine: Engine
+    presence: AbstractContextManager[None]
+    users: int
+
+    def close(self) -> None:
+        self.presence.__exit__(None, None, None)
+        self.engine.close()
+
+
 class _Engines:
     """The runs a server has open: at most `OPEN_ENGINES`, one per canonical process id,
-    the least recently used closed first (never one that a call is using)."""
+    the least recently used closed first (never one that a call is using). A run is
+    `running` while a server has it open."""
 
     def __init__(self, runs: Runs) -> None:
         self.runs = runs
-        self._open: OrderedDict[str, tuple[Engine, int]] = OrderedDict()
+        self._open: OrderedDict[str, _Open] = OrderedDict()
         self._lock = threading.Lock()
 
     @contextmanager
     def use(self, process_id: str) -> Iterator[Engine]:
         key = canonical(process_id)
         with self._lock:
-            engine, users = self._open.pop(key, (None, 0))
-            if engine is None:
+            found = self._open.pop(key, None)
+            if found is None:
                 try:
-                    engine = process.open_process(self.runs, key)[0]
+                    found = self._opened(process.open_process(self.runs, key)[0])
                 except TodoflowError as error:
                     raise ServeError(str(error)) from None
-                engine.store.drive()  # the run is `running` while a server has it open
-            self._open[key] = (engine, users + 1)
+            self._open[key] = found._replace(users=found.users + 1)
             self._evict()
         try:
-            yield engine
+            yield found.engine
         finally:
             with self._lock:
-                current, count = self._open.get(key, (engine, 1))
-                self._open[key] = (current, count - 1)
+                current = self._open.get(key, found)
+                self._open[key] = current._replace(users=current.users - 1)
                 self._evict()
+
+    def _opened(self, engine: Engine) -> _Open:
+        presence = self.runs.driving(engine.process_id)
+        presence.__enter__()
+        return _Open(engine, presence, 0)
 
     def add(self, engine: Engine) -> None:
         with self._lock:
-            engine.store.drive()
-            self._open[canonical(engine.process_id)] = (engine, 0)
+            self._open[canonical(engine.process_id)] = self._opened(engine)
             self._evict()
 
     def cached(self, process_id: str) -> Engine | None:
         with self._lock:
             found = self._open.get(canonical(process_id))
-            return found[0] if found else None
+            return found.engine if found else None
 
     def _evict(self) -> None:
-        idle = [key for key, (_, users) in self._open.items() if users == 0]
+        idle = [key for key, found in self._open.items() if found.users == 0]
         for key in idle[: max(0, len(self._open) - OPEN_ENGINES)]:
-            self._open.pop(key)[0].close()
+            self._open.pop(key).close()
 
     def close(self) -> None:
         with self._lock:
-            for engine, _ in self._open.values():
-                engine.close()
+            for found in self._open.values():
+                found.close()
             self._open.clear()
 
 
@@ -248,14 +265,14 @@ class TodoService:
             count = sum(len(checklist) for checklist in ready.values())
         self.starts.expire(START_TTL)
         start_id = f"start-{secrets.token_hex(8)}"
-        record = {
-            "workflowId": definition.workflow_id,
-            "parentExecutionId": parent_id,
-            "tasks": tasks,
-            "goal": goal,
-            "workspace": str(folder),
-            "fastPathOnly": bool(fast_path_only),
-        }
+        record = StartRecord(
+            workflow_id=definition.workflow_id,
+            parent_execution_id=parent_id,
+            tasks=tasks,
+            goal=goal,
+            workspace=str(folder),
+            fast_path_only=bool(fast_path_only),
+        )
         self.starts.prepare(start_id, record)
         steps = [{"id": s.id, "type": s.kind, "title": s.title} for s in definition.plan.steps]
         return {
@@ -302,22 +319,22 @@ class TodoService:
         record = self.starts.record(name)
         if record is None:
             raise ServeError(f"unknown startAttemptId `{name}`: call start with action `prepare` first")
-        definition = self.workflows.offer(record["workflowId"]).or_raise()
-        ready = None if record["tasks"] is None else self._ready(definition, record["tasks"])[0]
+        definition = self.workflows.offer(record.workflow_id).or_raise()
+        ready = None if record.tasks is None else self._ready(definition, record.tasks)[0]
         if not self.starts.claim(name):  # a start attempt executes once, across servers too
             raise ServeError(f"startAttemptId `{name}` was executed already")
         try:
             engine = process.start(
                 definition,
                 self.runs,
-                workspace=Path(record.get("workspace") or self.workspace),
+                workspace=Path(record.workspace or self.workspace),
                 ready=ready,
-                goal=record["goal"],
-                parent_execution_id=record["parentExecutionId"],
+                goal=record.goal,
+                parent_execution_id=record.parent_execution_id,
                 start_attempt_id=name,
                 learnings=self.learnings,
                 agent="mcp",
-                fast_path_only=bool(record.get("fastPathOnly")),
+                fast_path_only=record.fast_path_only,
             )
         except BaseException:
             self.starts.release(name)
@@ -372,8 +389,8 @@ class TodoService:
             with self.engines.use(pid) as engine:
                 advanced = self._advance(engine, engine.directive())
                 directive = engine.directive()
-                state = directive.status(engine.store.driven())
-            finished = self.runs.final_todos(pid, directive.state.completed_steps)
+                state = directive.status(self.runs.driven(pid))
+                finished = final_todos(engine.store, directive.state.completed_steps)
             return card_data(directive, finished, state) | {"directive": advanced}
         runs = [self._run_row(pid, meta) for pid, meta in self.runs.metas()]
         problems = [why for _, why in sorted(self.workflows.broken.items())]
@@ -399,7 +416,7 @@ class TodoService:
             else:
                 with process.open_process(self.runs, process_id)[0] as engine:
                     directive = engine.directive()
-                    state = directive.status(engine.store.driven())
+                    state = directive.status(self.runs.driven(process_id))
         except TodoflowError as error:
             return row | {"completed": False, "status": "damaged", "problem": str(error)}
         return row | {"completed": directive.completed, "status": state, "role": directive.role}

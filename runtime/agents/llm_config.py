@@ -34,8 +34,8 @@ from urllib.parse import urlparse
 from todoflow.dsl.diagnostics import TodoflowError
 from todoflow.dsl.nodes import node
 
-from .llm_choice import DEFAULT_VARIABLE, PRESET_VARIABLE, LlmChoices, parse_llm, select_llm
-from .plan import Llm, RunPlan
+from ..llm_choice import DEFAULT_VARIABLE, PRESET_VARIABLE, LlmChoices, parse_llm, select_llm
+from ..plan import Llm, RunPlan
 
 LOOPBACK_ONLY = "TODOFLOW_LLM_LOOPBACK_ONLY"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}

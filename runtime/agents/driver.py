@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
+from ..directive import Directive
+from ..engine import Engine, Refusal
+from ..views.card import card_text
 from . import fast_path
-from .agents import Agent, Blocked, Stop
-from .card import card_text
-from .directive import Directive
-from .engine import Engine, Refusal
+from .scripted import Agent, Blocked, Stop
 
 
 def drive(

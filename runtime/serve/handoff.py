@@ -20,10 +20,10 @@ from contextlib import AbstractContextManager
 
 from todoflow.dsl.diagnostics import TodoflowError
 
-from . import fast_path
-from .directive import Directive
-from .engine import Engine
-from .plan import RunStep
+from ..agents import fast_path
+from ..directive import Directive
+from ..engine import Engine
+from ..plan import RunStep
 
 WAIT = 20.0  # seconds a call waits for the script's next delegation
 STOP_WAIT = 10.0  # seconds closing waits for a stopped script's failure to be journaled

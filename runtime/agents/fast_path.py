@@ -41,11 +41,11 @@ from typing import Any, TextIO
 
 from todoflow.dsl.diagnostics import TodoflowError
 
-from .directive import Directive
-from .engine import Engine, Refusal
-from .entries import FastPathFailed, FastPathStarted
-from .orchestrator import learn_code
-from .plan import RunStep
+from ..directive import Directive
+from ..engine import Engine, Refusal
+from ..entries import FastPathFailed, FastPathStarted
+from ..orchestrator import learn_code
+from ..plan import RunStep
 
 SCRIPT = "main.py"
 TIMEOUT = 600.0  # seconds the script may run
@@ -89,9 +89,9 @@ def due(engine: Engine, directive: Directive, fast_path_only: bool) -> tuple[Run
 
 def script_of(engine: Engine, step: RunStep) -> Path | None:
     """`learnings/<step-id>/main.py`, if the run has a learnings folder and it is there."""
-    if engine.learnings is None:
+    if engine.scripts is None:
         return None
-    path = engine.learnings.root / step.id / SCRIPT
+    path = engine.scripts / step.id / SCRIPT
     return path if path.is_file() else None
 
 
@@ -121,11 +121,11 @@ def abandoned(engine: Engine, here: bool) -> bool:
     """Whether the fast path the run's journal says is running has nobody running it: it
     was started by this process and is not `here` (running on one of its threads), by a
     process of this machine that has ended, or elsewhere longer ago than a script may run."""
-    started = next((e for e in reversed(engine.store.entries()) if e["type"] == FastPathStarted.TYPE), None)
-    if started is None or started.get("runner") is None:
+    started = next((e for e in reversed(engine.store.entries()) if isinstance(e, FastPathStarted)), None)
+    if started is None or started.runner is None:
         return True  # a run of a version that did not say who runs it: as before, interrupted
-    host, _, pid = str(started["runner"]).rpartition(":")
-    if started["runner"] == RUNNER:
+    host, _, pid = started.runner.rpartition(":")
+    if started.runner == RUNNER:
         return not here
     if host == socket.gethostname():
         try:
@@ -136,7 +136,7 @@ def abandoned(engine: Engine, here: bool) -> bool:
             return False
         return False
     try:
-        age = time.time() - datetime.fromisoformat(str(started["at"])).timestamp()
+        age = time.time() - datetime.fromisoformat(started.at).timestamp()
     except ValueError:
         return True
     return age > TIMEOUT + 60  # by then the script was stopped, wherever it ran

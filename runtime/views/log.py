@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .entries import (
+from ..entries import (
     ORCHESTRATOR,
     Confirm,
     Continue,
@@ -35,26 +35,22 @@ from .entries import (
     SubmitTasks,
     Teleport,
     UpdateTodo,
-    entry_from_json,
     to_json,
 )
-from .events import learning_id, todos
-from .plan import RunPlan, RunStep
-from .state import ProcessState, actor, initial_state, leave, settle, unchanged_prefix
+from ..events import learning_id, todos
+from ..plan import RunPlan, RunStep
+from ..state import ProcessState, actor, initial_state, replay, unchanged_prefix
 
 LOG_VERSION = 1
 
 
-def log_json(
-    plan: RunPlan, process_id: str, started_at: str, journal: Iterable[Mapping[str, Any]]
-) -> dict[str, Any]:
-    """The log of a run whose journal is `journal` (its lines' JSON, in order)."""
+def log_json(plan: RunPlan, process_id: str, started_at: str, journal: Iterable[Entry]) -> dict[str, Any]:
+    """The log of a run whose journal is `journal` (its entries, in order)."""
     steps: list[dict[str, Any]] = []
     last: list[tuple[RunStep, ProcessState, Confirmations]] = []  # per step: what its todos are made of
-    state = initial_state(plan, started_at)
-    for data in journal:
-        entry = entry_from_json(data)
-        settled = settle(plan, state, entry)
+    finished = False
+    for applied in replay(plan, initial_state(plan, started_at), journal):
+        state, settled, entry = applied
         step = plan.step(entry.step)
         if not steps or steps[-1]["step_id"] != step.id or steps[-1]["completed"]:
             steps.append(
@@ -73,10 +69,10 @@ def log_json(
         steps[-1]["completed"] = settled.step_complete
         if settled.step_complete:
             steps[-1]["turns"] = settled.turns
-        state = leave(plan, settled, entry.at)
+        finished = applied.after(plan).finished
     for found, (step, settled, confirmed) in zip(steps, last, strict=True):
         found["todos"] = _todos(step, settled, confirmed)
-    return {"version": LOG_VERSION, "process_id": process_id, "completed": state.finished, "steps": steps}
+    return {"version": LOG_VERSION, "process_id": process_id, "completed": finished, "steps": steps}
 
 
 Confirmations = dict[int, dict[str, Any]]  # position -> the confirmation that completed it

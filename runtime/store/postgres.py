@@ -32,7 +32,6 @@ import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import resources
-from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -40,16 +39,27 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 from pydantic import ValidationError
 
-from todoflow.compiler.formats import Plan, StepConfig, Todos
-
-from .entries import EntryFormatError, SubAgentDone, entry_from_json, to_json
-from .events import todos
-from .learnings import Learning, LearningError, Learnings, learning_of
-from .plan import PlanError, RunPlan, Task, configs_of, from_plan, templates_of
-from .process import READY, RunMeta, RunRecord, Starts, run_plan
-from .state import ProcessState, from_json, initial_state, leave, settle
-from .state import to_json as state_json
-from .store import SNAPSHOT_EVERY, Applied, DamagedRun, Moved, Request, StoreError, _line
+from ..entries import Entry, json_line, to_json
+from ..learnings import Learning, LearningError, learned
+from ..plan import PlanError, RunPlan, Task, plan_from_files, run_plan
+from ..state import Applied, ProcessState, from_json, initial_state, replayed
+from ..state import to_json as state_json
+from .base import (
+    READY,
+    DamagedRun,
+    Moved,
+    OpenRun,
+    Request,
+    RunMeta,
+    RunRecord,
+    StartRecord,
+    StoreError,
+    forget,
+    in_order,
+    ready_text,
+    register,
+    snapshot_due,
+)
 
 T = TypeVar("T")
 POOL_SIZE = 4  # connections a program keeps to one database
@@ -58,21 +68,9 @@ DRIVER_LOCKS = 0x746F646F  # advisory-lock namespace of the instances that drive
 FOLLOW_WAKE = 5.0  # seconds a follower waits for a notification before looking anyway
 CONNECT_TIMEOUT = 10
 
-_runs: dict[str, PgRuns] = {}
-_runs_lock = threading.Lock()
-
 
 class DatabaseError(StoreError):
     """A database that cannot be used, with the reason."""
-
-
-def pg_runs(url: str) -> PgRuns:
-    """The runs of the database at `url`; one pool per database and program."""
-    with _runs_lock:
-        found = _runs.get(url)
-        if found is None or found.closed:
-            found = _runs[url] = PgRuns(url)
-        return found
 
 
 def shown(url: str) -> str:
@@ -91,7 +89,7 @@ def shown(url: str) -> str:
 
 def migrations() -> list[tuple[int, str, str]]:
     """(version, file name, SQL) of the schema's versioned files, in order."""
-    folder = resources.files("todoflow.runtime") / "sql"
+    folder = resources.files("todoflow.runtime.store") / "sql"
     found = []
     for item in folder.iterdir():
         if item.name.endswith(".sql") and item.name[:3].isdigit():
@@ -161,10 +159,10 @@ def _reason(error: BaseException) -> str:
 # -- the runs of a database --------------------------------------------------------
 
 
+@register("postgresql", "postgres", shared=True)
 class PgRuns:
-    """The runs of one database, through a small pool of connections."""
-
-    learnings_in_folders = False
+    """The runs of one database, through a small pool of connections (one per database and
+    program: `runs_at` gives the same one to every caller until it is closed)."""
 
     def __init__(self, url: str, pool_size: int = POOL_SIZE) -> None:
         self.url, self.location = url, shown(url)
@@ -243,12 +241,10 @@ class PgRuns:
     def create(
         self, files: Iterable[tuple[str, str]], meta: RunMeta, ready: Mapping[str, tuple[Task, ...]]
     ) -> None:
-        from .process import _meta_text, _ready_text
-
         stored = dict(files)
         if ready:
-            stored[READY] = _ready_text(ready)
-        self._insert_run(meta.process_id, _meta_text(meta), stored, [], [])
+            stored[READY] = ready_text(ready)
+        self._insert_run(meta.process_id, meta.text(), stored, [], [])
 
     def _insert_run(
         self,
@@ -283,7 +279,7 @@ class PgRuns:
 
         self.write(insert)
 
-    def load(self, process_id: str) -> tuple[RunMeta, PgStore, Learnings | None]:
+    def load(self, process_id: str) -> OpenRun:
         rows = self.read(
             lambda c: c.execute(
                 "SELECT p.meta::text, f.path, f.content FROM todoflow_processes p "
@@ -295,9 +291,13 @@ class PgRuns:
             raise StoreError(self._no_run(process_id))
         meta = _meta(process_id, rows[0][0])
         files = {path: content for _, path, content in rows if path is not None}
-        plan = run_plan(plan_from_files(files, meta), meta, files.get(READY))
+        try:
+            stored = plan_from_files(files, meta.workflow_id, meta.title or meta.workflow_id)
+        except PlanError as error:
+            raise StoreError(f"run `{process_id}`: {error}") from None
+        plan = run_plan(stored, meta.goal, files.get(READY))
         store = PgStore(self, meta.process_id, plan, meta.started_at, self._learnings, meta.source_sha256)
-        return meta, store, self._learnings
+        return OpenRun(meta, store, self._learnings)
 
     def _no_run(self, process_id: str) -> str:
         known = [pid for pid, _ in self._listed(20)]
@@ -335,19 +335,6 @@ class PgRuns:
         )
         return [row[0] for row in rows]
 
-    def final_todos(self, process_id: str, step_ids: Iterable[str]) -> dict[str, Todos]:
-        """Of each finished step asked for, its todos as its last entry left them: derived
-        from the journal rows, as a run folder's todos/ files are."""
-        wanted = set(step_ids)
-        _, store, _ = self.load(process_id)
-        found: dict[str, Todos] = {}
-        for applied in store.replay(self.journal_lines(process_id)):
-            settled = applied.settled
-            step = store.plan.step(settled.step_id or "")
-            if settled.step_complete and step.id in wanted and step.kind == "todo_task" and settled.tasks:
-                found[step.id] = Todos.model_validate_json(todos(step, settled))
-        return found
-
     def plan_file(self, process_id: str, relative: str) -> str | None:
         row = self.read(
             lambda c: c.execute(
@@ -357,11 +344,45 @@ class PgRuns:
         )
         return None if row is None else str(row[0])
 
-    def learnings(self, meta: RunMeta | None) -> Learnings | None:
+    def learnings(self, meta: RunMeta | None) -> PgLearnings:
         return self._learnings
 
-    def starts(self) -> Starts:
+    def starts(self) -> PgStarts:
         return PgStarts(self)
+
+    @contextlib.contextmanager
+    def driving(self, process_id: str) -> Iterator[None]:
+        """A row naming this program's instance while inside; the run is `running` while
+        the instance's advisory lock is held (a killed program's goes with its connection)."""
+        instance = self.presence()
+        self.write(
+            lambda c: c.execute(
+                "INSERT INTO todoflow_drivers (process_id, instance) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                (process_id, instance),
+            )
+        )
+        try:
+            yield
+        finally:
+            if not self.closed:
+                with contextlib.suppress(StoreError):
+                    self.write(
+                        lambda c: c.execute(
+                            "DELETE FROM todoflow_drivers WHERE process_id = %s AND instance = %s",
+                            (process_id, instance),
+                        )
+                    )
+
+    def driven(self, process_id: str) -> bool:
+        row = self.read(
+            lambda c: c.execute(
+                "SELECT EXISTS (SELECT 1 FROM todoflow_drivers d JOIN pg_locks l ON l.locktype = 'advisory' "
+                "AND l.classid = %s::oid AND l.objid = d.instance::oid AND l.objsubid = 2 AND l.granted "
+                "WHERE d.process_id = %s)",
+                (DRIVER_LOCKS, process_id),
+            ).fetchone()
+        )
+        return bool(row and row[0])
 
     # -- following -----------------------------------------------------------------
 
@@ -450,9 +471,7 @@ class PgRuns:
             return self.instance
 
     def close(self) -> None:
-        with _runs_lock:
-            if _runs.get(self.url) is self:
-                del _runs[self.url]
+        forget(self.url, self)
         self.closed = True
         with self._presence_lock:
             if self._presence is not None:
@@ -475,22 +494,6 @@ def _meta(process_id: str, text: str) -> RunMeta:
         return RunMeta.model_validate_json(text)
     except ValidationError as error:
         raise StoreError(f"run `{process_id}`: its meta cannot be read ({_reason(error)})") from None
-
-
-def plan_from_files(files: Mapping[str, str], meta: RunMeta) -> RunPlan:
-    """The plan stored with a run: plan.json, step_config.json and prompts/."""
-    try:
-        plan = Plan.model_validate_json(files["plan.json"])
-        config = (
-            StepConfig.model_validate_json(files["step_config.json"]) if "step_config.json" in files else None
-        )
-    except (KeyError, ValueError) as error:
-        raise PlanError(
-            f"run `{meta.process_id}`: its stored plan cannot be read ({_reason(error)})"
-        ) from None
-    return from_plan(
-        plan, meta.workflow_id, meta.title or meta.workflow_id, templates_of(files), configs_of(config)
-    )
 
 
 def _learning_row(sub_step_id: str, line: str) -> tuple[str, str, str, str, str]:
@@ -526,7 +529,7 @@ class PgStore:
         process_id: str,
         plan: RunPlan,
         started_at: str,
-        learnings: Learnings | None,
+        learnings: PgLearnings | None,
         definition_sha256: str | None,
     ) -> None:
         self.runs, self.process_id, self.plan, self.started_at = runs, process_id, plan, started_at
@@ -534,7 +537,6 @@ class PgStore:
         self._lock = threading.Lock()
         self._state: ProcessState | None = None
         self._holds = (_Hold(self, False), _Hold(self, True))
-        self._driving = False
 
     def locked(self, cached: bool = False) -> contextlib.AbstractContextManager[ProcessState]:
         return self._holds[cached]
@@ -563,37 +565,21 @@ class PgStore:
             "SELECT entry::text FROM todoflow_journal WHERE process_id = %s AND seq > %s ORDER BY seq",
             (self.process_id, state.seq),
         ).fetchall()
-        for applied in self.replay((row[0] for row in rows), state):
-            state = leave(self.plan, applied.settled, applied.entry.at)
-        return state
+        return replayed(self.plan, state, self._in_order((row[0] for row in rows), state.seq))
 
-    def replay(self, lines: Iterable[str], state: ProcessState | None = None) -> Iterator[Applied]:
-        """Each journal line, folded into the state, as an `Applied`; a line that is not the
-        next entry makes the run `DamagedRun`."""
-        current = state or initial_state(self.plan, self.started_at)
-        for line in lines:
-            try:
-                entry = entry_from_json(json.loads(line))
-            except (ValueError, EntryFormatError):
-                raise self._damaged(
-                    f"the journal row after entry {current.seq} is not an entry", current
-                ) from None
-            if entry.seq != current.seq + 1:
-                raise self._damaged(f"entry {entry.seq} follows entry {current.seq}", current)
-            settled = settle(self.plan, current, entry)
-            yield Applied(current, settled, entry)
-            current = leave(self.plan, settled, entry.at)
+    def _in_order(self, lines: Iterable[str], after: int) -> Iterator[Entry]:
+        return in_order(lines, after, self._damaged, "the journal table")
 
-    def _damaged(self, problem: str, state: ProcessState) -> DamagedRun:
+    def _damaged(self, problem: str, entries: int) -> DamagedRun:
         return DamagedRun(
-            f"run `{self.process_id}` is damaged: {problem}; the journal holds {state.seq} entries "
+            f"run `{self.process_id}` is damaged: {problem}; the journal holds {entries} entries "
             "before it. Nothing was changed"
         )
 
     def commit(self, steps: Sequence[Applied], after: ProcessState, request: Request | None = None) -> None:
         """The step's one statement: guard, journal rows, learnings, snapshot, notification."""
         before = steps[0].before.seq
-        lines = [_line(to_json(applied.entry))[:-1].decode() for applied in steps]
+        lines = [json_line(to_json(applied.entry))[:-1].decode() for applied in steps]
         attempts: list[str | None] = [None] * len(steps)
         digests: list[str | None] = [None] * len(steps)
         if request is not None:
@@ -609,11 +595,11 @@ class PgStore:
             "entries": lines,
             "note": f"{self.process_id} {after.seq}",
         }
-        learned = self._learned(steps)
-        if learned:
+        learnings = learned(self.plan, self.process_id, self.definition_sha256, steps)
+        if learnings:
             parts.append(_LEARNINGS)
-            values["learnings"] = [learning.model_dump_json() for learning in learned]
-        if any(seq % SNAPSHOT_EVERY == 0 for seq in range(before + 1, after.seq + 1)):
+            values["learnings"] = [learning.model_dump_json() for learning in learnings]
+        if snapshot_due(before, after.seq):
             parts.append(_SNAPSHOT)
             values["state"] = json.dumps(state_json(after), ensure_ascii=False)
         if len(parts) == 2 and len(steps) == 1:  # the common step: one row, positional parameters
@@ -645,16 +631,6 @@ class PgStore:
             raise Moved(f"run `{self.process_id}`: another program stepped it first")
         self._state = after
 
-    def _learned(self, steps: Sequence[Applied]) -> list[Learning]:
-        """The learning of each validated delegation to a route: written with the step."""
-        found = []
-        for before, _, entry in steps:
-            if isinstance(entry, SubAgentDone) and entry.passed:
-                learning = learning_of(self.plan, self.process_id, self.definition_sha256, before, entry)
-                if learning is not None:
-                    found.append(learning)
-        return found
-
     def replayed(self, request: Request) -> bool:
         row = self.runs.read(
             lambda c: c.execute(
@@ -672,47 +648,11 @@ class PgStore:
         )
         return row is None or row[0] != state.seq
 
-    def entries(self, after: int = 0) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.runs.journal_lines(self.process_id, after)]
-
-    def repair(self) -> bool:
-        return False  # nothing derived is stored: events and todos are made from the rows when asked
-
-    def drive(self) -> None:
-        if self._driving:
-            return
-        instance = self.runs.presence()
-        self.runs.write(
-            lambda c: c.execute(
-                "INSERT INTO todoflow_drivers (process_id, instance) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                (self.process_id, instance),
-            )
-        )
-        self._driving = True
-
-    def driven(self) -> bool:
-        if self._driving:
-            return True
-        row = self.runs.read(
-            lambda c: c.execute(
-                "SELECT EXISTS (SELECT 1 FROM todoflow_drivers d JOIN pg_locks l ON l.locktype = 'advisory' "
-                "AND l.classid = %s::oid AND l.objid = d.instance::oid AND l.objsubid = 2 AND l.granted "
-                "WHERE d.process_id = %s)",
-                (DRIVER_LOCKS, self.process_id),
-            ).fetchone()
-        )
-        return bool(row and row[0])
+    def entries(self, after: int = 0) -> list[Entry]:
+        return list(self._in_order(self.runs.journal_lines(self.process_id, after), after))
 
     def close(self) -> None:
-        if self._driving and not self.runs.closed:
-            with contextlib.suppress(StoreError):
-                self.runs.write(
-                    lambda c: c.execute(
-                        "DELETE FROM todoflow_drivers WHERE process_id = %s AND instance = %s",
-                        (self.process_id, self.runs.instance),
-                    )
-                )
-        self._driving = False
+        """Nothing is held between steps."""
 
 
 # The parts of a step's statement. The guard matches the process row only at the entry the
@@ -759,13 +699,12 @@ _ONE_ROW = (
 # -- learnings and starts ------------------------------------------------------------
 
 
-class PgLearnings(Learnings):
+class PgLearnings:
     """The learnings of every run in the database: one row per line a run folder's
     learnings.jsonl would hold (a record, then its retirement)."""
 
     def __init__(self, runs: PgRuns) -> None:
-        super().__init__(Path(runs.location))
-        self.runs = runs
+        self.runs, self.location = runs, runs.location
 
     def add(self, learning: Learning) -> bool:
         cursor = self.runs.write(
@@ -838,11 +777,11 @@ class PgStarts:
     def __init__(self, runs: PgRuns) -> None:
         self.runs = runs
 
-    def prepare(self, start_id: str, record: dict[str, Any]) -> None:
+    def prepare(self, start_id: str, record: StartRecord) -> None:
         self.runs.write(
             lambda c: c.execute(
                 "INSERT INTO todoflow_starts (start_id, record) VALUES (%s, %s::json)",
-                (start_id, json.dumps(record, ensure_ascii=False)),
+                (start_id, record.model_dump_json()),
             )
         )
 
@@ -855,14 +794,13 @@ class PgStarts:
         )
         return None if row is None else str(row[0])
 
-    def record(self, start_id: str) -> dict[str, Any] | None:
+    def record(self, start_id: str) -> StartRecord | None:
         row = self.runs.read(
             lambda c: c.execute(
                 "SELECT record::text FROM todoflow_starts WHERE start_id = %s AND NOT claimed", (start_id,)
             ).fetchone()
         )
-        found: dict[str, Any] | None = None if row is None else json.loads(row[0])
-        return found
+        return None if row is None else StartRecord.model_validate_json(row[0])
 
     def claim(self, start_id: str) -> bool:
         cursor = self.runs.write(

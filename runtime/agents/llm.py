@@ -31,14 +31,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .agents import Answer, Stop
-from .directive import Directive
-from .entries import ORCHESTRATOR
-from .events import todos
-from .llm_choice import Usage
-from .llm_config import LlmConfig, endpoint, redact
-from .plan import Llm
-from .replies import (
+from ..directive import Directive
+from ..entries import ORCHESTRATOR
+from ..events import todos
+from ..llm_choice import Usage
+from ..plan import Llm
+from ..replies import (
     CompleteTodo,
     ContinueReply,
     CreateTodo,
@@ -47,7 +45,9 @@ from .replies import (
     RevisionReply,
     UpdateTodo,
 )
-from .schemas import model_properties
+from ..schemas import model_properties
+from .llm_config import LlmConfig, endpoint, redact
+from .scripted import Answer, Stop
 
 MAX_REFUSALS = 5  # refused (or tool-less) answers in a row before the agent stops
 MAX_ROUNDS = 20  # model calls for one directive before the agent stops

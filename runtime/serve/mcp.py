@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .replies import (
+from ..replies import (
     CompleteTodo,
     ContinueReply,
     CreateTodo,
@@ -34,7 +34,7 @@ from .replies import (
     UpdateTodo,
     WorkReply,
 )
-from .schemas import model_properties
+from ..schemas import model_properties
 from .service import LIMITS, ServeError, TodoService, Workflows
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]

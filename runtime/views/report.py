@@ -23,10 +23,10 @@ from todoflow.compiler.canvas import Canvas, plan_canvas
 from todoflow.dsl.diagnostics import TodoflowError
 from todoflow.dsl.nodes import node
 
-from .entries import GENERIC, ORCHESTRATOR
-from .learnings import FILE, Learning, LearningError
-from .plan import RunPlan, RunStep
-from .process import RunMeta, Runs
+from ..entries import GENERIC, ORCHESTRATOR, entry_from_json
+from ..learnings import LEARNINGS_FILE, Learning, LearningError
+from ..plan import RunPlan, RunStep
+from ..store.base import RunMeta, Runs, final_todos, runs_at
 
 CALLER = "caller"  # the log's agent of a ready checklist passed on
 
@@ -55,20 +55,21 @@ class RunData:
 
 def read_run(where: Path | str | Runs, process_id: str) -> RunData:
     """Everything a report shows, read from where the run lives; writes nothing."""
+    from ..process import open_process
     from .card import card_svg
     from .log import log_json
-    from .process import open_process, runs_at
 
     runs = runs_at(where)
     engine, store = open_process(runs, process_id)
     with engine:
         directive = engine.directive()  # a damaged run is refused here, saying what is wrong
-        status = directive.status(store.driven())
+        status = directive.status(runs.driven(process_id))
         log = log_json(engine.plan, engine.process_id, store.started_at, store.entries())
+        finished = final_todos(store, directive.state.completed_steps)
     meta = runs.read_meta(process_id)
     todo_blocked = f"todo blocked: {directive.todo_blocked}" if directive.todo_blocked else None
     where_ = f"step {directive.state.step_id}: {directive.blocked or todo_blocked or directive.role}"
-    card = card_svg(directive, runs.final_todos(process_id, directive.state.completed_steps))
+    card = card_svg(directive, finished)
     canvas, canvas_problem = _canvas(runs, process_id, meta)
     learnings, learnings_problem = _learnings(runs, meta)
     return RunData(
@@ -328,7 +329,7 @@ def run_report(data: RunData) -> Report:
             for kind, text in i.problems
         ),
         learnings=tuple(
-            LearningItem(learned[r.id], r, f"{r.sub_step_id}/{FILE}", recorded.get(r.id))
+            LearningItem(learned[r.id], r, f"{r.sub_step_id}/{LEARNINGS_FILE}", recorded.get(r.id))
             for r in data.learnings
         ),
         learnings_folder=meta.learnings,
@@ -470,8 +471,13 @@ def _iteration(
         learning=None if learning is None else LearningRef(learning, learned.get(learning)),
         submitted=tuple(_items(found["tasks"])) if "tasks" in found else (),
         revision=_revision(found) if "after" in found else None,
-        entries=tuple(RawEntry(e["seq"], e["type"], e) for e in found["entries"]),
+        entries=tuple(_raw(data) for data in found["entries"]),
     )
+
+
+def _raw(data: Mapping[str, Any]) -> RawEntry:
+    entry = entry_from_json(data)
+    return RawEntry(entry.seq, entry.TYPE, data)
 
 
 def _notes(found: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:

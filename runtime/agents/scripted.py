@@ -21,10 +21,10 @@ from typing import Any, NamedTuple, Protocol, TextIO
 from todoflow.compiler.files import write_atomically
 from todoflow.dsl.diagnostics import TodoflowError
 
-from .directive import Directive
-from .llm_choice import Usage
-from .replies import TELEPORT
-from .workspace import confined
+from ..directive import Directive
+from ..llm_choice import Usage
+from ..replies import TELEPORT
+from ..workspace import confined
 
 
 class Blocked(NamedTuple):

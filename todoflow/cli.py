@@ -97,6 +97,18 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("new", metavar="NEW", help="the same kinds as OLD")
     diff.add_argument("--format", choices=["text", "json"], default="text", help="output format")
 
+    paths = commands.add_parser("paths", help="the paths through each step's machine, for tests")
+    paths.add_argument("file", metavar="FLOW", help="the workflow")
+    paths.add_argument("--step", metavar="ID", help="one step's paths")
+    paths.add_argument(
+        "--max-revisions",
+        type=_count,
+        default=1,
+        metavar="K",
+        help="revise teleports a path takes at most (default 1)",
+    )
+    paths.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+
     decompile = commands.add_parser("decompile", help="write the .todoflow source of a plan.json")
     decompile.add_argument("plan", metavar="PLAN.json")
     decompile.add_argument(
@@ -135,6 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "graph": lambda: _graph(args.file, args.view, args.format, args.direction, args.step),
         "schema": lambda: _schema(args.name),
         "diff": lambda: _diff(args.old, args.new, args.format),
+        "paths": lambda: _paths(args.file, args.step, args.max_revisions, args.format),
         "run": lambda: runs.run(args),
         "status": lambda: runs.status(args),
         "serve": lambda: runs.serve(args),
@@ -335,6 +348,12 @@ def _lsp() -> int:
     return EXIT_OK
 
 
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"a whole number from 0, not {text!r}")
+    return int(text)
+
+
 def _diff(old: str, new: str, output: str) -> int:
     """Exit 0 when the two are equivalent, 1 when they differ, 2 when one cannot be read."""
     from todoflow.compiler.diff import compare, text
@@ -370,6 +389,30 @@ def _diff_side(path: str) -> Side | None:
         definition.workflow_id if named else None,
         definition.title if named else None,
     )
+
+
+def _paths(path: str, step_id: str | None, max_revisions: int, output: str) -> int:
+    from todoflow.compiler.machine import workflow_machine
+    from todoflow.compiler.paths import flow_paths, text, to_json
+
+    analysis = _analyze(path)
+    if not _report(analysis):
+        return EXIT_ERRORS
+    assert analysis.workflow is not None
+    found = flow_paths(analysis.workflow, workflow_machine(analysis.workflow), max_revisions)
+    graphs = [g for g in found.graphs if step_id is None or g.step_id == step_id]
+    if not graphs:
+        steps = ", ".join(g.step_id for g in found.graphs)
+        print(
+            f"todoflow: error: no step `{step_id}` runs with paths; the steps that run: {steps}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if output == "json":
+        print(json.dumps(to_json(found, graphs), indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(text(found, graphs))
+    return EXIT_OK
 
 
 def _schema(name: str) -> int:

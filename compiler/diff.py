@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from difflib import SequenceMatcher, unified_diff
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from todoflow.dsl.nodes import node
 
@@ -145,14 +145,14 @@ def _out_of_order(old: list[str], new: list[str]) -> set[str]:
     return common - kept
 
 
-def _added(placed: _Placed, definition: _Definition, change: str) -> StepChange:
+def _added(placed: _Placed, definition: _Definition, change: Literal["added", "removed"]) -> StepChange:
     """A step only one side has, with every field it sets (as `new`, or `old` if removed)."""
     step = placed.step
     values = _fields(placed, definition.configs.get(step.id))
     side = "new" if change == "added" else "old"
     fields = [FieldChange(field=k, **{side: v}) for k, v in values.items() if v is not None]
     routes = [
-        RouteChange(route=r.route_id, change=change, fields=_one_sided(_route_fields(r), side))  # type: ignore[arg-type]
+        RouteChange(route=r.route_id, change=change, fields=_one_sided(_route_fields(r), side))
         for r in step.predefined_routes or []
     ]
     tasks = None
@@ -161,7 +161,7 @@ def _added(placed: _Placed, definition: _Definition, change: str) -> StepChange:
         tasks = _checklist(old, new, composed=False)  # no run of OLD was in an added step
     return StepChange(
         step=step.id,
-        change=change,  # type: ignore[arg-type]
+        change=change,
         kind=step.type,
         title=step.title,
         place=placed.place,

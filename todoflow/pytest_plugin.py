@@ -244,7 +244,8 @@ def _path_cases(flow: Path, several: bool, max_revisions: int, step: str | None)
         analysis = analyze_file(flow, str(flow))
     except OSError as error:
         return [PathCase(flow, f"{prefix}no-paths", f"cannot read {flow}: {error.strerror or error}")]
-    workflow, definition = analysis.workflow, read_definition(flow).definition
+    workflow = analysis.workflow
+    definition = None if workflow is None else read_definition(flow).definition  # once per flow
     if workflow is None or definition is None or has_errors(analysis.diagnostics):
         problem = f"{flow} does not compile:\n" + render_all(analysis.diagnostics, analysis.sources)
         return [PathCase(flow, f"{prefix}no-paths", problem)]

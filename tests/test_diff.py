@@ -332,3 +332,17 @@ def test_the_docs_show_what_diff_prints(
     result = run_cli(*args, cwd=tmp_path)
     assert result.returncode == 1
     assert result.stdout == shown
+
+
+def test_the_workflows_title_is_compared_between_sources_only(tmp_path: Path) -> None:
+    new = _edited(tmp_path, "new.todoflow", ('"Release 2.0"', '"Release 2.1"'))
+    status, diff = _json(str(RELEASE), str(new))
+    assert status == 1 and diff["steps"] == []
+    assert diff["workflow"] == [{"field": "title", "old": "Release 2.0", "new": "Release 2.1"}]
+    text = run_cli("diff", str(RELEASE), str(new)).stdout
+    assert '~ workflow title: "Release 2.0" -> "Release 2.1"' in text
+    assert text.endswith("NEW differs from OLD: the workflow's title\n")
+    assert run_cli("compile", str(new), "-o", str(tmp_path / "compiled")).returncode == 0
+    assert (
+        run_cli("diff", str(RELEASE), str(tmp_path / "compiled")).returncode == 0
+    )  # a plan names no workflow

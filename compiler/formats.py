@@ -191,7 +191,8 @@ class TaskChange(_Model):
     now_at: int | None = Field(default=None, description="the task that was here holds this position in NEW")
     affects_confirmed: bool = Field(
         description="a run that confirmed this position under OLD confirmed a task NEW words otherwise "
-        "(its action or expected result differs, or it is gone)"
+        "(its action or expected result differs, or it is gone), or a checklist its agent composed "
+        "where NEW has a ready one"
     )
 
 

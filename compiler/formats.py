@@ -1,10 +1,10 @@
 """The file formats of the TodoTaskPlanStep platform, as pydantic models.
 
 plan.json (the flat format, with our `tasks` and `generic_agent` extensions),
-step_config.json and todos.json (seeds/todo-task-plan-step.md). The same models
-write the files and give their JSON Schemas (`todoflow schema`), so an emitted file
-always validates against the published schema. Optional fields are omitted when
-empty, never written as null.
+step_config.json and todos.json (seeds/todo-task-plan-step.md), and what `todoflow
+diff --format json` prints. The same models write the files and give their JSON
+Schemas (`todoflow schema`), so an emitted file always validates against the published
+schema. Optional fields are omitted when empty, never written as null.
 """
 
 from __future__ import annotations
@@ -160,7 +160,104 @@ class Todos(_Model):
     summary: TodoSummary
 
 
-SCHEMAS: dict[str, type[_Model]] = {"plan": Plan, "step-config": StepConfig, "todos": Todos}
+class DiffSide(_Model):
+    """One side of `todoflow diff`: what was read, and the hash a run records of it."""
+
+    path: str = Field(description="the file or folder as given")
+    workflow_id: str | None = Field(
+        default=None, description="absent for a plan.json, which names no workflow"
+    )
+    title: str | None = None
+    source_sha256: str = Field(description="what a run started from it records as its source_sha256")
+
+
+class FieldChange(_Model):
+    """A field whose value differs; `old` or `new` is absent where the field is not set."""
+
+    field: str
+    old: Any = None
+    new: Any = None
+
+
+class TaskChange(_Model):
+    """A position whose task differs: position is a task's identity."""
+
+    position: int = Field(ge=1)
+    change: Literal["added", "removed", "changed"]
+    fields: list[str] | None = Field(default=None, description="changed: which of the task's fields differ")
+    old: PlanTask | None = None
+    new: PlanTask | None = None
+    was_at: int | None = Field(default=None, description="the task now here held this position in OLD")
+    now_at: int | None = Field(default=None, description="the task that was here holds this position in NEW")
+    affects_confirmed: bool = Field(
+        description="a run that confirmed this position under OLD confirmed a task NEW words otherwise "
+        "(its action or expected result differs, or it is gone), or a checklist its agent composed "
+        "where NEW has a ready one"
+    )
+
+
+class TaskMove(_Model):
+    old: int = Field(ge=1)
+    new: int = Field(ge=1)
+
+
+class ChecklistChange(_Model):
+    """A ready checklist compared position by position."""
+
+    old_total: int | None = Field(
+        default=None, description="absent: the agent composes the checklist at intake"
+    )
+    new_total: int | None = None
+    inserted: list[int] = Field(description="NEW's positions of tasks OLD does not have")
+    removed: list[int] = Field(description="OLD's positions of tasks NEW does not have")
+    shifted: list[TaskMove] = Field(description="tasks found unchanged at another position")
+    first_affected: int | None = Field(
+        default=None,
+        description="the first position whose confirmation NEW does not keep; a run that confirmed "
+        "fewer tasks keeps every confirmation",
+    )
+    positions: list[TaskChange]
+
+
+class RouteChange(_Model):
+    route: str
+    change: Literal["added", "removed", "changed"]
+    fields: list[FieldChange] | None = Field(default=None, description="name, condition, step")
+
+
+class StepChange(_Model):
+    step: str
+    change: Literal["added", "removed", "changed"]
+    kind: Literal["regular", "todo_task"]
+    title: str
+    place: str = Field(description="where the step is: NEW's place, OLD's for a removed step")
+    moved: FieldChange | None = Field(default=None, description="`place`: where it was and where it is")
+    fields: list[FieldChange] | None = None
+    routes: list[RouteChange] | None = None
+    prompts: list[FieldChange] | None = Field(
+        default=None, description="per prompt kind, the template's text (a built-in one where none is given)"
+    )
+    tasks: ChecklistChange | None = None
+
+
+class Diff(_Model):
+    """`todoflow diff OLD NEW --format json`: what NEW changes of OLD."""
+
+    old: DiffSide
+    new: DiffSide
+    equivalent: bool = Field(description="no difference but formatting and comments")
+    workflow: list[FieldChange] | None = Field(
+        default=None, description="id and title, when both are sources"
+    )
+    steps: list[StepChange]
+
+
+SCHEMAS: dict[str, type[_Model]] = {
+    "plan": Plan,
+    "step-config": StepConfig,
+    "todos": Todos,
+    "diff": Diff,
+}
 
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"  # the draft pydantic writes

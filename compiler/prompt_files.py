@@ -49,6 +49,14 @@ class Recovered(NamedTuple):
     warnings: list[Diagnostic]
 
 
+def prompt_of(relative: str) -> tuple[str, str] | None:
+    """The (step id, kind) of a definition's file `prompts/<step-id>/<kind>.j2`, else None."""
+    parts = relative.split("/")
+    if len(parts) == 3 and parts[0] == "prompts" and parts[2].endswith(".j2"):
+        return parts[1], parts[2].removesuffix(".j2")
+    return None
+
+
 def read_prompt_files(folder: Path, shown: str) -> tuple[PromptFiles, list[Diagnostic]]:
     """Every `prompts/<step-id>/<kind>.j2` under `folder` (shown as `shown`), and a
     warning for each other entry, file that is not UTF-8, or link out of the folder."""

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from todoflow.compiler import formats
 from todoflow.compiler.checklist import MAX_TASKS, MAX_TEXT
 from todoflow.compiler.ordering import order_tasks
+from todoflow.compiler.prompt_files import prompt_of
 from todoflow.compiler.prompts import KINDS_BY_STEP, TEMPLATES
 from todoflow.dsl.diagnostics import TodoflowError
 from todoflow.dsl.nodes import node, replace
@@ -258,9 +259,9 @@ def templates_of(files: Mapping[str, str]) -> Templates:
     """The templates among a definition's files (`prompts/<step>/<kind>.j2` -> text)."""
     found = {}
     for relative, text in files.items():
-        parts = relative.split("/")
-        if len(parts) == 3 and parts[0] == "prompts" and parts[2].endswith(".j2"):
-            found[(parts[1], parts[2].removesuffix(".j2"))] = Template(relative, None, text)
+        owner = prompt_of(relative)
+        if owner is not None:
+            found[owner] = Template(relative, None, text)
     return found
 
 

@@ -32,5 +32,6 @@ _.exc
 _.pytestmark
 _.anyio_backend
 _.file_extension  # syrupy's extension attribute
+_.pytest_pyfunc_call  # todoflow/pytest_plugin.py: the hook that walks a `todoflow_paths` path
 # a module `__getattr__`: the package's lazy attributes
 _.__getattr__

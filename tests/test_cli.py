@@ -249,7 +249,7 @@ def test_graph_svg_without_graphviz_says_which_package(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("name", ["plan", "step-config", "todos"])
+@pytest.mark.parametrize("name", ["plan", "step-config", "todos", "diff"])
 def test_schema_prints_json_schema(name: str) -> None:
     result = run_cli("schema", name)
     assert result.returncode == 0

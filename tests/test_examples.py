@@ -1,5 +1,6 @@
 """Every example compiles, and all its artifacts are pinned: through the pytest plugin
-that authors use (plan, step config, machine table, Mermaid), and file by file."""
+that authors use (plan, step config, machine table, Mermaid), and file by file; every
+path through its machine keeps the engine's invariants (the plugin's `todoflow_paths`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 import todoflow
+from todoflow.pytest_plugin import PathCase, todoflow_paths
 
 from .conftest import EXAMPLES, relative, run_cli
 
@@ -28,6 +30,14 @@ def test_example_artifact_files(path: Path, snapshot: SnapshotAssertion) -> None
     files = dict(compiled.artifacts.files)
     others = {name: text for name, text in files.items() if not name.endswith(".json")}
     assert others == snapshot
+
+
+@todoflow_paths(*EXAMPLES)
+def test_example_path_keeps_the_engine_invariants(todoflow_path: PathCase) -> None:
+    """Through the plugin authors use: every path of every example's machine, walked
+    through the engine (which the plugin did before this body)."""
+    walked = todoflow_path.walk()
+    assert walked.taken[-1].status == "complete"
 
 
 REPLIES = sorted((EXAMPLES[0].parent / "replies").glob("*.yaml"))

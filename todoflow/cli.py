@@ -1,9 +1,9 @@
 """The `todoflow` command line: the facade that does the I/O around the pure stages.
 
-Exit status: 0 clean, 1 when a source has errors (or `fmt --check` finds work),
-2 for usage errors and files that cannot be read. Diagnostics go to stderr as
-text, or to stdout as a JSON array with `--format json`. Heavy modules are imported
-inside the commands that need them, so a cold `todoflow check` stays fast.
+Exit status: 0 clean, 1 when a source has errors (or `fmt --check` finds work, or
+`diff` a difference), 2 for usage errors and files that cannot be read. Diagnostics go
+to stderr as text, or to stdout as a JSON array with `--format json`. Heavy modules are
+imported inside the commands that need them, so a cold `todoflow check` stays fast.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from todoflow.dsl.diagnostics import Diagnostic, TodoflowError, render_all
 
 if TYPE_CHECKING:
     from todoflow.compiler.analysis import Analysis
+    from todoflow.compiler.diff import Side
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -87,7 +88,26 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("--step", metavar="ID", help="draw one step's own machine")
 
     schema = commands.add_parser("schema", help="print the JSON Schema of a file format")
-    schema.add_argument("name", choices=["plan", "step-config", "todos"])
+    schema.add_argument("name", choices=["plan", "step-config", "todos", "diff"])
+
+    diff = commands.add_parser(
+        "diff", help="what NEW changes of OLD: steps, fields, routes, prompts, checklists by position"
+    )
+    diff.add_argument("old", metavar="OLD", help="a .todoflow file, a compiled folder or a plan.json")
+    diff.add_argument("new", metavar="NEW", help="the same kinds as OLD")
+    diff.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+
+    paths = commands.add_parser("paths", help="the paths through each step's machine, for tests")
+    paths.add_argument("file", metavar="FLOW", help="the workflow")
+    paths.add_argument("--step", metavar="ID", help="one step's paths")
+    paths.add_argument(
+        "--max-revisions",
+        type=_count,
+        default=1,
+        metavar="K",
+        help="revise teleports a path takes at most (default 1)",
+    )
+    paths.add_argument("--format", choices=["text", "json"], default="text", help="output format")
 
     decompile = commands.add_parser("decompile", help="write the .todoflow source of a plan.json")
     decompile.add_argument("plan", metavar="PLAN.json")
@@ -126,6 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "compile": lambda: _compile(args.file, args.output, args.force),
         "graph": lambda: _graph(args.file, args.view, args.format, args.direction, args.step),
         "schema": lambda: _schema(args.name),
+        "diff": lambda: _diff(args.old, args.new, args.format),
+        "paths": lambda: _paths(args.file, args.step, args.max_revisions, args.format),
         "run": lambda: runs.run(args),
         "status": lambda: runs.status(args),
         "serve": lambda: runs.serve(args),
@@ -323,6 +345,73 @@ def _lsp() -> int:
     from todoflow.lsp.server import serve
 
     serve()
+    return EXIT_OK
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"a whole number from 0, not {text!r}")
+    return int(text)
+
+
+def _diff(old: str, new: str, output: str) -> int:
+    """Exit 0 when the two are equivalent, 1 when they differ, 2 when one cannot be read."""
+    from todoflow.compiler.diff import compare, text
+
+    sides = [_diff_side(old), _diff_side(new)]
+    if sides[0] is None or sides[1] is None:
+        return EXIT_USAGE
+    found = compare(sides[0], sides[1])
+    sys.stdout.write(found.to_json() if output == "json" else text(found))
+    return EXIT_OK if found.equivalent else EXIT_ERRORS
+
+
+def _diff_side(path: str) -> Side | None:
+    """One side of a diff, read as a run reads it; None (diagnostics printed) if it cannot be."""
+    from todoflow.compiler.diff import Side
+    from todoflow.runtime.definition import read_definition
+
+    try:
+        reading = read_definition(Path(path), path)
+    except TodoflowError as error:  # a plan the runtime cannot walk
+        print(f"todoflow: error: {error.render()}", file=sys.stderr)
+        return None
+    shown = [d for d in reading.diagnostics if d.severity != "note"]  # a diff is not a check
+    sys.stderr.write(render_all(shown, reading.sources))
+    definition = reading.definition
+    if definition is None:
+        return None
+    named = Path(definition.source).suffix != ".json"  # a plan.json names no workflow
+    return Side(
+        path,
+        definition.files,
+        definition.source_sha256,
+        definition.workflow_id if named else None,
+        definition.title if named else None,
+    )
+
+
+def _paths(path: str, step_id: str | None, max_revisions: int, output: str) -> int:
+    from todoflow.compiler.machine import workflow_machine
+    from todoflow.compiler.paths import flow_paths, text, to_json
+
+    analysis = _analyze(path)
+    if not _report(analysis):
+        return EXIT_ERRORS
+    assert analysis.workflow is not None
+    found = flow_paths(analysis.workflow, workflow_machine(analysis.workflow), max_revisions)
+    graphs = [g for g in found.graphs if step_id is None or g.step_id == step_id]
+    if not graphs:
+        steps = ", ".join(g.step_id for g in found.graphs)
+        print(
+            f"todoflow: error: no step `{step_id}` runs with paths; the steps that run: {steps}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if output == "json":
+        print(json.dumps(to_json(found, graphs), indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(text(found, graphs))
     return EXIT_OK
 
 

@@ -11,18 +11,34 @@ it. The source's hash is left out, so an edit of comments or layout changes noth
 Every artifact is compared before the test fails, and the failure shows each changed
 artifact's whole diff; `pytest --snapshot-update` writes them. Installed as a `pytest11`
 entry point, so no conftest is needed. See docs/testing.md.
+
+`todoflow_paths` covers the machine's behaviour, not only its artifacts:
+
+    @todoflow_paths("flows/release.todoflow")
+    def test_release_paths(todoflow_path):
+        ...
+
+parametrizes the test over the paths through each step's machine (`compiler.paths`),
+and walks each through the real engine with synthetic replies (`runtime.agents.walk`) before
+the test's body runs, failing the test at the first engine invariant that does not hold.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Generator
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
+
+if TYPE_CHECKING:
+    from todoflow.compiler.paths import FlowPaths, StepPath
+    from todoflow.runtime.agents.walk import Walk
+    from todoflow.runtime.definition import RunDefinition
 
 SnapshotWorkflow = Callable[[str | Path], None]
 
@@ -158,3 +174,99 @@ def _render(compiled: Any) -> str:
     from todoflow.dsl.diagnostics import render_all
 
     return render_all(compiled.diagnostics, compiled.sources)
+
+
+# -- the machine's paths, walked through the engine ------------------------------------
+
+
+class PathCase:
+    """One path of a flow's machine, as a test's `todoflow_path`; or why the flow has none."""
+
+    def __init__(
+        self, flow: Path, case_id: str, problem: str | None = None, walks: _Walks | None = None
+    ) -> None:
+        self.flow, self.id, self.problem, self.walks = flow, case_id, problem, walks
+        self._walk: Walk | None = None
+
+    def __repr__(self) -> str:
+        return f"<todoflow path {self.id} of {self.flow}>"
+
+    @property
+    def events(self) -> list[str]:
+        """The path's events in words (`intake`, `confirm 1`, ...), its own step's only."""
+        return [] if self.walks is None else [event.label for event in self.walks.path.events]
+
+    def walk(self) -> Walk:
+        """The path walked through the engine (once; the plugin does it before the test's
+        body): fails the test at the first invariant that does not hold."""
+        from todoflow.runtime.agents.walk import InvariantBroken, walk
+
+        if self._walk is not None:
+            return self._walk
+        if self.walks is None:
+            pytest.fail(self.problem or f"{self.flow} has no paths", pytrace=False)
+        definition, paths, path = self.walks
+        with tempfile.TemporaryDirectory(prefix="todoflow-path-") as workspace:
+            try:
+                self._walk = walk(definition, paths, path, Path(workspace))
+                return self._walk
+            except InvariantBroken as broken:
+                problem = str(broken)
+        events = ", ".join(self.events)  # failed outside the handler: no chained traceback
+        pytest.fail(f"{self.flow}: {problem}\nthe path in step `{path.step_id}`: {events}", pytrace=False)
+
+
+class _Walks(NamedTuple):
+    """What walking one path takes: the flow's definition (read once per flow), its paths."""
+
+    definition: RunDefinition
+    paths: FlowPaths
+    path: StepPath
+
+
+def todoflow_paths(*flows: str | Path, max_revisions: int = 1, step: str | None = None) -> Any:
+    """Parametrize a test over the paths of each flow's machine (`todoflow paths`), as the
+    argument `todoflow_path`; each is walked through the engine before the test's body.
+    `step`: one step's paths only; `max_revisions`: the revise teleports a path takes."""
+    cases = [case for flow in flows for case in _path_cases(Path(flow), len(flows) > 1, max_revisions, step)]
+    return pytest.mark.parametrize("todoflow_path", cases, ids=[case.id for case in cases])
+
+
+def _path_cases(flow: Path, several: bool, max_revisions: int, step: str | None) -> list[PathCase]:
+    from todoflow.compiler.analysis import analyze_file
+    from todoflow.compiler.machine import workflow_machine
+    from todoflow.compiler.paths import flow_paths
+    from todoflow.dsl.diagnostics import has_errors, render_all
+    from todoflow.runtime.definition import read_definition
+
+    prefix = f"{flow.stem}:" if several else ""
+    try:
+        analysis = analyze_file(flow, str(flow))
+    except OSError as error:
+        return [PathCase(flow, f"{prefix}no-paths", f"cannot read {flow}: {error.strerror or error}")]
+    workflow = analysis.workflow
+    definition = None if workflow is None else read_definition(flow).definition  # once per flow
+    if workflow is None or definition is None or has_errors(analysis.diagnostics):
+        problem = f"{flow} does not compile:\n" + render_all(analysis.diagnostics, analysis.sources)
+        return [PathCase(flow, f"{prefix}no-paths", problem)]
+    paths = flow_paths(workflow, workflow_machine(workflow), max_revisions)
+    graphs = [g for g in paths.graphs if step is None or g.step_id == step]
+    if not graphs:
+        known = ", ".join(g.step_id for g in paths.graphs)
+        return [
+            PathCase(flow, f"{prefix}no-paths", f"{flow}: no step `{step}` runs; the steps that run: {known}")
+        ]
+    return [
+        PathCase(flow, prefix + path.id, walks=_Walks(definition, paths, path))
+        for graph in graphs
+        for path in graph.paths
+    ]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+    """A test parametrized by `todoflow_paths` walks its path first."""
+    case = pyfuncitem.funcargs.get("todoflow_path")
+    if isinstance(case, PathCase):
+        case.walk()
+    return (yield)

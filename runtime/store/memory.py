@@ -31,6 +31,7 @@ from .base import (
     RunRecord,
     StartRecord,
     StoreError,
+    forget,
     ready_text,
     register,
 )
@@ -275,7 +276,8 @@ class MemoryRuns:
         self._add(meta, dict(record.files), [entry_from_json(json.loads(line)) for line in record.journal])
 
     def close(self) -> None:
-        """The runs stay with the location, for the rest of the process."""
+        """The location and its runs are gone: the next `runs_at` of its name is empty."""
+        forget(self.location, self)
 
 
 register("memory", shared=True)(MemoryRuns)  # one location per name, for the life of the process

@@ -10,7 +10,8 @@ TYPECHECK := build/typecheck
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'pip>=25.1'  # 25.1: `--group` (PEP 735)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]' --group dev
 	touch $(STAMP)
 
 setup: $(STAMP)

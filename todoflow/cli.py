@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO, cast
 
 from todoflow import runs
 from todoflow.compiler.sources import STDIN, UnreadableError, display_name, read_source
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from todoflow.compiler.analysis import Analysis
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
+QUIET = "print errors only: no warnings, notes, summaries or progress (a verb's output on stdout stays)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,14 +47,17 @@ class _Version(argparse.Action):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="todoflow", description="Check, format, compile and draw .todoflow workflows.")
     parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
+    parser.add_argument("-q", "--quiet", action="store_true", help=QUIET)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     check = commands.add_parser("check", help="report every error and warning in .todoflow files")
-    check.add_argument("files", nargs="+", metavar="FILE", help="files to check (`-` for stdin)")
+    check.add_argument("files", nargs="+", metavar="FILE", help="files or folders to check (`-` for stdin)")
     check.add_argument("--format", choices=["text", "json"], default="text", help="output format")
 
     fmt = commands.add_parser("fmt", help="rewrite .todoflow files in canonical layout")
-    fmt.add_argument("files", nargs="+", metavar="FILE", help="files to format (`-`: stdin to stdout)")
+    fmt.add_argument(
+        "files", nargs="+", metavar="FILE", help="files or folders to format (`-`: stdin to stdout)"
+    )
     fmt.add_argument("--check", action="store_true", help="list unformatted files and exit 1; write nothing")
 
     compile_ = commands.add_parser(
@@ -85,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     graph.add_argument("--direction", choices=["LR", "TB"], default="LR")
     graph.add_argument("--step", metavar="ID", help="draw one step's own machine")
+    graph.add_argument("--notes", action="store_true", help="print the notes too, as `check` does")
 
     schema = commands.add_parser("schema", help="print the JSON Schema of a file format")
     schema.add_argument("name", choices=["plan", "step-config", "todos"])
@@ -115,16 +120,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs.add_parsers(commands)
     commands.add_parser("lsp", help="run the language server for editors (stdio)")
+    for verb in commands.choices.values():  # given after the verb too; unset there, the global value holds
+        verb.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if not args.quiet:
+        return _main(args)
+    from todoflow.quiet import ErrorsOnly
+
+    stderr, sys.stderr = sys.stderr, cast(TextIO, ErrorsOnly(sys.stderr))
+    try:
+        return _main(args)
+    finally:
+        sys.stderr.flush()
+        sys.stderr = stderr
+
+
+def _main(args: argparse.Namespace) -> int:
     commands: dict[str, Callable[[], int]] = {
         "check": lambda: _check(args.files, args.format),
         "fmt": lambda: _fmt(args.files, args.check),
         "compile": lambda: _compile(args.file, args.output, args.force),
-        "graph": lambda: _graph(args.file, args.view, args.format, args.direction, args.step),
+        "graph": lambda: _graph(args),
         "schema": lambda: _schema(args.name),
         "run": lambda: runs.run(args),
         "status": lambda: runs.status(args),
@@ -147,8 +167,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _check(paths: list[str], output: str) -> int:
+    from todoflow.folders import workflow_files
+
     found: list[Diagnostic] = []
     sources: dict[str, str] = {}
+    paths = workflow_files(paths)
     for path in paths:
         analysis = _analyze(path)
         sources |= analysis.sources
@@ -173,9 +196,10 @@ def _analyze(path: str) -> Analysis:
     return analyze(text, name, base)
 
 
-def _report(analysis: Analysis) -> bool:
-    """Print the diagnostics to stderr; True when there is no error."""
-    sys.stderr.write(render_all(analysis.diagnostics, analysis.sources))
+def _report(analysis: Analysis, notes: bool = True) -> bool:
+    """Print the diagnostics to stderr (the notes only if asked); True when there is no error."""
+    shown = [d for d in analysis.diagnostics if notes or d.severity != "note"]
+    sys.stderr.write(render_all(shown, analysis.sources))
     return analysis.workflow is not None
 
 
@@ -197,11 +221,14 @@ def _compile(path: str, output: str, force: bool) -> int:
     return EXIT_OK
 
 
-def _graph(path: str, view: str, output: str, direction: str, step_id: str | None) -> int:
+def _graph(args: argparse.Namespace) -> int:
+    """`graph`: errors and warnings are printed, and the notes of a workflow that compiles
+    (which `check` and `compile` show) only with `--notes`."""
     from todoflow.compiler.canvas import plan_canvas, renderers
     from todoflow.compiler.diagrams import RENDERERS
     from todoflow.compiler.machine import step_machine, workflow_machine
 
+    path, view, output, direction, step_id = args.file, args.view, args.format, args.direction, args.step
     if view == "plan" and step_id is not None:
         print(
             "todoflow: error: --step draws one step's machine; the plan view shows every step",
@@ -212,7 +239,7 @@ def _graph(path: str, view: str, output: str, direction: str, step_id: str | Non
         print(f"todoflow: error: --format {output} draws the plan canvas: add --view plan", file=sys.stderr)
         return EXIT_USAGE
     analysis = _analyze(path)
-    if not _report(analysis):
+    if not _report(analysis, args.notes):
         return EXIT_ERRORS
     workflow = analysis.workflow
     assert workflow is not None
@@ -346,9 +373,10 @@ def _summary(found: list[Diagnostic], files: int) -> str:
 def _fmt(paths: list[str], check_only: bool) -> int:
     from todoflow.compiler.files import write_atomically
     from todoflow.dsl.formatter import format_source
+    from todoflow.folders import workflow_files
 
     status = EXIT_OK
-    for path in paths:
+    for path in workflow_files(paths):
         name = display_name(path)
         text, problem = read_source(path)
         if problem is not None:

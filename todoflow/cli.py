@@ -52,7 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser("check", help="report every error and warning in .todoflow files")
     check.add_argument("files", nargs="+", metavar="FILE", help="files or folders to check (`-` for stdin)")
-    check.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+    check.add_argument(
+        "--format",
+        choices=["text", "json", "sarif", "github"],
+        default="text",
+        help="`text` (stderr); on stdout: `json`, `sarif` (SARIF 2.1.0), `github` (workflow annotations)",
+    )
 
     fmt = commands.add_parser("fmt", help="rewrite .todoflow files in canonical layout")
     fmt.add_argument(
@@ -178,6 +183,16 @@ def _check(paths: list[str], output: str) -> int:
         found += analysis.diagnostics
     if output == "json":
         print(json.dumps([d.to_json() for d in found], indent=2, ensure_ascii=False))
+    elif output == "sarif":
+        from importlib.metadata import version
+
+        from todoflow.dsl.ci_formats import sarif_log
+
+        print(json.dumps(sarif_log(found, version("todoflow")), indent=2, ensure_ascii=False))
+    elif output == "github":
+        from todoflow.dsl.ci_formats import github_annotations
+
+        sys.stdout.write(github_annotations(found))
     else:
         sys.stderr.write(render_all(found, sources))
         print(_summary(found, len(paths)), file=sys.stderr)

@@ -21,7 +21,7 @@ BUILD = "import sys; from setuptools import build_meta; print(build_meta.build_{
 REPOSITORY = "https://github.com/todoflow/todoflow/"
 
 
-def _tracked(tmp_path: Path) -> Path:
+def tracked_copy(tmp_path: Path) -> Path:
     """A copy of the files git tracks: a build must not depend on what lies around."""
     names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
     source = tmp_path / "source"
@@ -54,7 +54,7 @@ def _installed_name(path: Path, source: Path) -> str:
 
 
 def test_the_sdist_holds_the_package_and_no_tests(tmp_path: Path) -> None:
-    source = _tracked(tmp_path)
+    source = tracked_copy(tmp_path)
     sdist = _build("sdist", source, tmp_path / "dist")
     with tarfile.open(sdist) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
@@ -69,7 +69,7 @@ def test_the_sdist_holds_the_package_and_no_tests(tmp_path: Path) -> None:
 
 
 def test_the_unpacked_sdist_builds_a_complete_wheel(tmp_path: Path) -> None:
-    sdist = _build("sdist", _tracked(tmp_path), tmp_path / "dist")
+    sdist = _build("sdist", tracked_copy(tmp_path), tmp_path / "dist")
     with tarfile.open(sdist) as archive:
         archive.extractall(tmp_path / "unpacked", filter="data")
     (unpacked,) = (tmp_path / "unpacked").iterdir()

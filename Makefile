@@ -19,6 +19,7 @@ setup: $(STAMP)
 	bash .ci/setup-mermaid
 	bash .ci/setup-graphviz
 	bash .ci/setup-postgres
+	bash .ci/setup-shells
 
 demo: setup
 	$(BIN)/todoflow check examples/*.todoflow

@@ -125,13 +125,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs.add_parsers(commands)
     commands.add_parser("lsp", help="run the language server for editors (stdio)")
+    completion = commands.add_parser("completion", help="print the shell completion script of a shell")
+    completion.add_argument("shell", choices=["bash", "zsh", "fish"])
     for verb in commands.choices.values():  # given after the verb too; unset there, the global value holds
         verb.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    from todoflow import completion
+
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] == [completion.HELPER]:  # hidden: what a completion script asks at a TAB
+        return completion.helper(words[1:])
+    args = build_parser().parse_args(words)
     if not args.quiet:
         return _main(args)
     from todoflow.quiet import ErrorsOnly
@@ -159,6 +166,7 @@ def _main(args: argparse.Namespace) -> int:
         "learnings": lambda: runs.learnings(args),
         "db": lambda: runs.db(args),
         "lsp": _lsp,
+        "completion": lambda: _completion(args.shell),
         "decompile": lambda: _decompile(args),
         "migrate": lambda: _migrate(args),
     }
@@ -365,6 +373,13 @@ def _lsp() -> int:
     from todoflow.lsp.server import serve
 
     serve()
+    return EXIT_OK
+
+
+def _completion(shell: str) -> int:
+    from todoflow.completion import script
+
+    sys.stdout.write(script(shell, build_parser()))
     return EXIT_OK
 
 

@@ -2,8 +2,10 @@
 
 Exit status: 0 clean, 1 when a source has errors (or `fmt --check` finds work),
 2 for usage errors and files that cannot be read. Diagnostics go to stderr as
-text, or to stdout as a JSON array with `--format json`. Heavy modules are imported
-inside the commands that need them, so a cold `todoflow check` stays fast.
+text, or to stdout as a JSON array (`--format json`), a SARIF log (`sarif`) or GitHub
+annotations (`github`). `-q` on any verb keeps stderr to errors (`quiet.py`). Heavy
+modules are imported inside the commands that need them, so a cold `todoflow check`
+stays fast.
 """
 
 from __future__ import annotations

@@ -4,8 +4,12 @@ verb, and `graph` keeping the compiler's notes to itself unless asked."""
 from __future__ import annotations
 
 import json
+import os
+import pty
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -127,3 +131,59 @@ def test_graph_prints_the_compile_notes_only_when_asked(tmp_path: Path) -> None:
     broken = run_cli("graph", "broken.todoflow", cwd=tmp_path)
     assert broken.returncode == 1
     assert "error[E0102]" in broken.stderr
+
+
+STYLE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _on_a_terminal(args: list[str], cwd: Path, env: dict[str, str]) -> str:
+    """What `todoflow ARGS` writes when its stderr (and stdout) is a terminal."""
+    parent, child = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "todoflow", *args],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=child,
+        stderr=child,
+        env={k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "TERM")} | env,
+    )
+    os.close(child)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(parent, 65536)
+        except OSError:  # the terminal is closed once the program has exited
+            break
+        if not chunk:
+            break
+        output += chunk
+    process.wait(timeout=60)
+    os.close(parent)
+    return output.decode().replace("\r\n", "\n")
+
+
+def test_diagnostics_are_coloured_on_a_terminal_only(tmp_path: Path) -> None:
+    (tmp_path / "broken.todoflow").write_text(BROKEN)
+    plain = run_cli("check", "broken.todoflow", cwd=tmp_path, env={"NO_COLOR": "", "FORCE_COLOR": ""})
+    assert "\x1b[" not in plain.stderr  # a pipe
+    shown = _on_a_terminal(["check", "broken.todoflow"], tmp_path, {"TERM": "xterm"})
+    assert "\x1b[1;31merror[E0102]:\x1b[0m" in shown
+    assert STYLE.sub("", shown) == plain.stderr
+    for off in ({"TERM": "xterm", "NO_COLOR": "1"}, {"TERM": "dumb"}):
+        assert _on_a_terminal(["check", "broken.todoflow"], tmp_path, off) == plain.stderr, off
+
+
+def test_force_color_colours_a_pipe_unless_no_color_says_otherwise(tmp_path: Path) -> None:
+    (tmp_path / "broken.todoflow").write_text(BROKEN)
+    shutil.copy(RELEASE, tmp_path / "release.todoflow")
+    forced = run_cli("check", ".", cwd=tmp_path, env={"FORCE_COLOR": "1", "NO_COLOR": ""})
+    plain = run_cli("check", ".", cwd=tmp_path, env={"FORCE_COLOR": "", "NO_COLOR": ""})
+    assert "\x1b[1;36mnote[N0301]:\x1b[0m" in forced.stderr
+    assert STYLE.sub("", forced.stderr) == plain.stderr
+    both = run_cli("check", ".", cwd=tmp_path, env={"FORCE_COLOR": "1", "NO_COLOR": "1"})
+    assert both.stderr == plain.stderr
+    zero = run_cli("check", ".", cwd=tmp_path, env={"FORCE_COLOR": "0", "NO_COLOR": ""})
+    assert zero.stderr == plain.stderr
+    quiet = run_cli("check", ".", "-q", cwd=tmp_path, env={"FORCE_COLOR": "1", "NO_COLOR": ""})
+    assert "error[E0102]" in STYLE.sub("", quiet.stderr)  # --quiet reads coloured text too
+    assert "N0301" not in quiet.stderr

@@ -3,7 +3,8 @@
 Exit status: 0 clean, 1 when a source has errors (or `fmt --check` finds work),
 2 for usage errors and files that cannot be read. Diagnostics go to stderr as
 text, or to stdout as a JSON array (`--format json`), a SARIF log (`sarif`) or GitHub
-annotations (`github`). `-q` on any verb keeps stderr to errors (`quiet.py`). Heavy
+annotations (`github`); text is coloured on a terminal, and `-q` on any verb keeps
+stderr to errors (`terminal.py`). Heavy
 modules are imported inside the commands that need them, so a cold `todoflow check`
 stays fast.
 """
@@ -143,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(words)
     if not args.quiet:
         return _main(args)
-    from todoflow.quiet import ErrorsOnly
+    from todoflow.terminal import ErrorsOnly
 
     stderr, sys.stderr = sys.stderr, cast(TextIO, ErrorsOnly(sys.stderr))
     try:
@@ -204,7 +205,7 @@ def _check(paths: list[str], output: str) -> int:
 
         sys.stdout.write(github_annotations(found))
     else:
-        sys.stderr.write(render_all(found, sources))
+        sys.stderr.write(render_all(found, sources, _colour()))
         print(_summary(found, len(paths)), file=sys.stderr)
     return EXIT_ERRORS if any(d.is_error for d in found) else EXIT_OK
 
@@ -224,7 +225,7 @@ def _analyze(path: str) -> Analysis:
 def _report(analysis: Analysis, notes: bool = True) -> bool:
     """Print the diagnostics to stderr (the notes only if asked); True when there is no error."""
     shown = [d for d in analysis.diagnostics if notes or d.severity != "note"]
-    sys.stderr.write(render_all(shown, analysis.sources))
+    sys.stderr.write(render_all(shown, analysis.sources, _colour()))
     return analysis.workflow is not None
 
 
@@ -323,9 +324,10 @@ def _decompile(args: argparse.Namespace) -> int:
         prompts,
     )
     if result.source is None:
-        sys.stderr.write(render_all(result.diagnostics, {args.plan: plan_text}))
+        sys.stderr.write(render_all(result.diagnostics, {args.plan: plan_text}, _colour()))
         return EXIT_ERRORS
-    sys.stderr.write(render_all([*names.warnings, *unread, *result.diagnostics], {args.plan: plan_text}))
+    found = [*names.warnings, *unread, *result.diagnostics]
+    sys.stderr.write(render_all(found, {args.plan: plan_text}, _colour()))
     if args.output:
         write_atomically(Path(args.output), result.source)
         print(f"wrote {args.output}", file=sys.stderr)
@@ -344,7 +346,7 @@ def _migrate(args: argparse.Namespace) -> int:
         _read(config)
     migration, problems = plan_migration(plan, config, Path(args.learnings) if args.learnings else None)
     if migration is None:
-        sys.stderr.write(render_all(problems, {}))
+        sys.stderr.write(render_all(problems, {}, _colour()))
         print("nothing written", file=sys.stderr)
         return EXIT_ERRORS
     if migration.nothing_to_do:
@@ -376,6 +378,12 @@ def _lsp() -> int:
 
     serve()
     return EXIT_OK
+
+
+def _colour() -> bool:
+    from todoflow.terminal import colour
+
+    return colour(sys.stderr)
 
 
 def _completion(shell: str) -> int:
@@ -412,7 +420,7 @@ def _fmt(paths: list[str], check_only: bool) -> int:
         name = display_name(path)
         text, problem = read_source(path)
         if problem is not None:
-            sys.stderr.write(render_all([problem], {name: text}))
+            sys.stderr.write(render_all([problem], {name: text}, _colour()))
             status = EXIT_ERRORS
             continue
         try:

@@ -10,7 +10,8 @@ TYPECHECK := build/typecheck
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'pip>=25.1'  # 25.1: `--group` (PEP 735)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]' --group dev
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -18,6 +19,7 @@ setup: $(STAMP)
 	bash .ci/setup-mermaid
 	bash .ci/setup-graphviz
 	bash .ci/setup-postgres
+	bash .ci/setup-shells
 
 demo: setup
 	$(BIN)/todoflow check examples/*.todoflow

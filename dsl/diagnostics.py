@@ -1,7 +1,8 @@
 """Errors as values: every stage returns diagnostics instead of raising.
 
 A diagnostic knows its code, severity, message, span, help and notes, and renders
-itself as a caret excerpt for people or as a plain dict for tools (`--format json`).
+itself as a caret excerpt for people (in colour when asked: the CLI asks on a terminal)
+or as a plain dict for tools (`--format json`).
 `TodoflowError` is the root of every error todoflow raises on purpose; `SourceError`,
 raised by the public API for a source with errors, carries the diagnostics.
 Imports nothing but `dsl.spans`.
@@ -21,6 +22,13 @@ JsonDict: TypeAlias = dict[str, object]
 _TAB = "    "
 _MAX_EXCERPT_LINES = 4
 _MAX_WIDTH = 100
+# SGR codes, as rustc and ruff colour their diagnostics
+_SEVERITY_STYLE: dict[str, str] = {"error": "1;31", "warning": "1;33", "note": "1;36"}
+_BOLD, _GUTTER = "1", "1;34"
+
+
+def _paint(text: str, style: str | None) -> str:
+    return f"\x1b[{style}m{text}\x1b[0m" if style and text else text
 
 
 @node
@@ -44,18 +52,24 @@ class Diagnostic:
     def is_error(self) -> bool:
         return self.severity == "error"
 
-    def render(self, source: str | None = None) -> str:
-        """`file:line:col: severity[CODE]: message`, the excerpt, then help and notes."""
-        lines = [f"{self.span}: {self.severity}[{self.code}]: {self.message}"]
+    def render(self, source: str | None = None, colour: bool = False) -> str:
+        """`file:line:col: severity[CODE]: message`, the excerpt, then help and notes;
+        with `colour`, styled with terminal escape codes (the text is the same)."""
+        style = _SEVERITY_STYLE[self.severity] if colour else None
+        bold = _BOLD if colour else None
+        lines = [
+            f"{_paint(f'{self.span}:', bold)} {_paint(f'{self.severity}[{self.code}]:', style)} "
+            f"{_paint(self.message, bold)}"
+        ]
         if source is not None and self.span.line:
-            lines += excerpt(source, self.span)
+            lines += excerpt(source, self.span, style, colour)
         if self.help:
-            lines.append(f"   = help: {self.help}")
+            lines.append(f"   {_paint('= help:', bold)} {self.help}")
         for note in self.notes:
             where = f" ({note.span})" if note.span else ""
-            lines.append(f"   = note: {note.message}{where}")
+            lines.append(f"   {_paint('= note:', bold)} {note.message}{where}")
             if note.span is not None and source is not None and note.span.path == self.span.path:
-                lines += excerpt(source, note.span)
+                lines += excerpt(source, note.span, _SEVERITY_STYLE["note"] if colour else None, colour)
         return "\n".join(lines)
 
     def to_json(self) -> JsonDict:
@@ -84,26 +98,28 @@ def _note_json(note: Note) -> JsonDict:
     }
 
 
-def excerpt(source: str, span: Span) -> list[str]:
-    """The lines a span covers, each with carets under the covered part."""
+def excerpt(source: str, span: Span, carets: str | None = None, colour: bool = False) -> list[str]:
+    """The lines a span covers, each with carets under the covered part (in the style
+    `carets`, and the gutter styled too, with `colour`)."""
+    gutter_style = _GUTTER if colour else None
     source_lines = source.split("\n")
     last = min(span.end_line, len(source_lines))
     numbers = list(range(span.line, last + 1))
     if len(numbers) > _MAX_EXCERPT_LINES:
         numbers = [*numbers[:2], -1, *numbers[-1:]]
     width = len(str(last))
-    gutter = " " * width + " |"
+    gutter = _paint(" " * width + " |", gutter_style)
     out = [gutter]
     for number in numbers:
         if number == -1:
-            out.append(" " * width + " ...")
+            out.append(_paint(" " * width + " ...", gutter_style))
             continue
         raw = source_lines[number - 1].rstrip("\r") if number <= len(source_lines) else ""
         start = span.column if number == span.line else _first_non_blank(raw)
         end = span.end_column if number == span.end_line else len(raw) + 1
         shown, caret_start, caret_end = _visible(raw, start, end)
-        out.append(f"{number:>{width}} | {shown}".rstrip())
-        out.append(f"{gutter} {' ' * caret_start}{'^' * max(1, caret_end - caret_start)}")
+        out.append(f"{_paint(f'{number:>{width}} |', gutter_style)} {shown}".rstrip())
+        out.append(f"{gutter} {' ' * caret_start}{_paint('^' * max(1, caret_end - caret_start), carets)}")
     return out
 
 
@@ -132,9 +148,9 @@ def has_errors(diagnostics: Iterable[Diagnostic]) -> bool:
     return any(d.is_error for d in diagnostics)
 
 
-def render_all(diagnostics: Sequence[Diagnostic], sources: Mapping[str, str]) -> str:
+def render_all(diagnostics: Sequence[Diagnostic], sources: Mapping[str, str], colour: bool = False) -> str:
     """Human text for a batch of diagnostics, each followed by a blank line."""
-    return "".join(d.render(sources.get(d.span.path)) + "\n\n" for d in diagnostics)
+    return "".join(d.render(sources.get(d.span.path), colour) + "\n\n" for d in diagnostics)
 
 
 def sort_key(diagnostic: Diagnostic) -> tuple[str, int, int, str]:

@@ -43,6 +43,7 @@ class Editor:
         self.texts: dict[str, str] = {}
         self.published: dict[str, list[types.PublishDiagnosticsParams]] = {}
         self.arrived = anyio.Event()
+        self.capabilities = types.ServerCapabilities()  # what the server said at initialize
 
     def take(self, params: types.PublishDiagnosticsParams) -> None:
         self.published.setdefault(params.uri, []).append(params)
@@ -111,11 +112,12 @@ async def editor(
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     await client.start_io(sys.executable, "-m", "todoflow", "lsp", cwd=str(cwd), env=env)
     try:
-        await client.initialize_async(
+        initialized = await client.initialize_async(
             types.InitializeParams(
                 capabilities=capabilities or types.ClientCapabilities(), process_id=None, root_uri=None
             )
         )
+        session.capabilities = initialized.capabilities
         client.initialized(types.InitializedParams())
         yield session
     finally:  # end the server as an editor does, even after a failed assertion

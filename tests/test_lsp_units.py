@@ -102,3 +102,32 @@ def test_a_missing_number_or_string_is_stood_in_for_with_a_value_the_builder_tak
     assert snapshot.outline.names is not None
     hover.hover(snapshot, (2, 5))
     completion.complete(snapshot, (2, 5))
+
+
+@pytest.mark.parametrize(
+    ("line", "offered"),
+    [
+        ('            tag: "Tag" => "tagged" after ', ["build", "notes"]),  # not `tag` itself
+        ('            tag: "Tag" => "tagged" after build, ', ["notes"]),  # nor one already listed
+        ('            "Tag" => "tagged" after notes, ', ["build"]),
+        ('            constraint "c" on build, ', ["notes"]),  # `on` lists any task, once
+    ],
+)
+def test_completion_after_after_offers_the_other_tasks_not_yet_listed(line: str, offered: list[str]) -> None:
+    text = "\n".join(
+        [
+            'workflow w "W" {',
+            '    todo_task s "S" {',
+            "        tasks {",
+            line,
+            '            build: "Build" => "built"',
+            '            notes: "Notes" => "noted"',
+            "        }",
+            "    }",
+            "}",
+            "",
+        ]
+    )
+    snapshot = Snapshot("file:///w.todoflow", "/w.todoflow", 1, text, UTF16)
+    items = completion.complete(snapshot, (4, len(line) + 1))
+    assert sorted(i.label for i in items) == offered

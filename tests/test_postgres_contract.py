@@ -9,6 +9,7 @@ stale by a run folder (it does not)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from todoflow.runtime import process
 from todoflow.runtime.definition import from_source
 from todoflow.runtime.engine import Engine, Refusal, Replayed
 from todoflow.runtime.state import to_json as state_json
+from todoflow.runtime.store.base import runs_at
 
 from .runtime_helpers import CHECKLIST, Clock, confirm, intake
 
@@ -37,15 +39,17 @@ workflow w "W" {
 
 
 @pytest.fixture(params=["memory", "folder", "postgres"])
-def where(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
-    """Where the test's runs live: a location of this process's memory, a run folder's
-    parent, or a fresh database."""
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path | str]:
+    """Where the test's runs live: a location of this process's memory (gone after the
+    test), a run folder's parent, or a fresh database."""
     if request.param == "memory":
-        return f"memory://{tmp_path.name}"
-    if request.param == "folder":
-        return tmp_path / "runs"
-    url: str = request.getfixturevalue("pg_url")
-    return url
+        location = f"memory://{tmp_path.name}"
+        yield location
+        runs_at(location).close()
+    elif request.param == "folder":
+        yield tmp_path / "runs"
+    else:
+        yield request.getfixturevalue("pg_url")
 
 
 def _start(where: Path | str, tmp_path: Path, source: str = CHECKLIST, pid: str = "p-1") -> Engine:

@@ -2,8 +2,10 @@
 
 Exit status: 0 clean, 1 when a source has errors (or `fmt --check` finds work, or
 `diff` a difference), 2 for usage errors and files that cannot be read. Diagnostics go
-to stderr as text, or to stdout as a JSON array with `--format json`. Heavy modules are
-imported inside the commands that need them, so a cold `todoflow check` stays fast.
+to stderr as text, or to stdout as a JSON array (`--format json`), a SARIF log (`sarif`)
+or GitHub annotations (`github`); text is coloured on a terminal, and `-q` on any verb
+keeps stderr to errors (`terminal.py`). Heavy modules are imported inside the commands
+that need them, so a cold `todoflow check` stays fast.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO, cast
 
 from todoflow import runs
 from todoflow.compiler.sources import STDIN, UnreadableError, display_name, read_source
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from todoflow.compiler.diff import Side
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
+QUIET = "print errors only: no warnings, notes, summaries or progress (a verb's output on stdout stays)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,14 +50,22 @@ class _Version(argparse.Action):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="todoflow", description="Check, format, compile and draw .todoflow workflows.")
     parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
+    parser.add_argument("-q", "--quiet", action="store_true", help=QUIET)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     check = commands.add_parser("check", help="report every error and warning in .todoflow files")
-    check.add_argument("files", nargs="+", metavar="FILE", help="files to check (`-` for stdin)")
-    check.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+    check.add_argument("files", nargs="+", metavar="FILE", help="files or folders to check (`-` for stdin)")
+    check.add_argument(
+        "--format",
+        choices=["text", "json", "sarif", "github"],
+        default="text",
+        help="`text` (stderr); on stdout: `json`, `sarif` (SARIF 2.1.0), `github` (workflow annotations)",
+    )
 
     fmt = commands.add_parser("fmt", help="rewrite .todoflow files in canonical layout")
-    fmt.add_argument("files", nargs="+", metavar="FILE", help="files to format (`-`: stdin to stdout)")
+    fmt.add_argument(
+        "files", nargs="+", metavar="FILE", help="files or folders to format (`-`: stdin to stdout)"
+    )
     fmt.add_argument("--check", action="store_true", help="list unformatted files and exit 1; write nothing")
 
     compile_ = commands.add_parser(
@@ -86,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     graph.add_argument("--direction", choices=["LR", "TB"], default="LR")
     graph.add_argument("--step", metavar="ID", help="draw one step's own machine")
+    graph.add_argument("--notes", action="store_true", help="print the notes too, as `check` does")
 
     schema = commands.add_parser("schema", help="print the JSON Schema of a file format")
     schema.add_argument("name", choices=["plan", "step-config", "todos", "diff"])
@@ -135,16 +147,38 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs.add_parsers(commands)
     commands.add_parser("lsp", help="run the language server for editors (stdio)")
+    completion = commands.add_parser("completion", help="print the shell completion script of a shell")
+    completion.add_argument("shell", choices=["bash", "zsh", "fish"])
+    for verb in commands.choices.values():  # given after the verb too; unset there, the global value holds
+        verb.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    from todoflow import completion
+
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] == [completion.HELPER]:  # hidden: what a completion script asks at a TAB
+        return completion.helper(words[1:])
+    args = build_parser().parse_args(words)
+    if not args.quiet:
+        return _main(args)
+    from todoflow.terminal import ErrorsOnly
+
+    stderr, sys.stderr = sys.stderr, cast(TextIO, ErrorsOnly(sys.stderr))
+    try:
+        return _main(args)
+    finally:
+        sys.stderr.flush()
+        sys.stderr = stderr
+
+
+def _main(args: argparse.Namespace) -> int:
     commands: dict[str, Callable[[], int]] = {
         "check": lambda: _check(args.files, args.format),
         "fmt": lambda: _fmt(args.files, args.check),
         "compile": lambda: _compile(args.file, args.output, args.force),
-        "graph": lambda: _graph(args.file, args.view, args.format, args.direction, args.step),
+        "graph": lambda: _graph(args),
         "schema": lambda: _schema(args.name),
         "diff": lambda: _diff(args.old, args.new, args.format),
         "paths": lambda: _paths(args.file, args.step, args.max_revisions, args.format),
@@ -156,6 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "learnings": lambda: runs.learnings(args),
         "db": lambda: runs.db(args),
         "lsp": _lsp,
+        "completion": lambda: _completion(args.shell),
         "decompile": lambda: _decompile(args),
         "migrate": lambda: _migrate(args),
     }
@@ -169,16 +204,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _check(paths: list[str], output: str) -> int:
+    from todoflow.folders import workflow_files
+
     found: list[Diagnostic] = []
     sources: dict[str, str] = {}
+    paths = workflow_files(paths)
     for path in paths:
         analysis = _analyze(path)
         sources |= analysis.sources
         found += analysis.diagnostics
     if output == "json":
         print(json.dumps([d.to_json() for d in found], indent=2, ensure_ascii=False))
+    elif output == "sarif":
+        from importlib.metadata import version
+
+        from todoflow.dsl.ci_formats import sarif_log
+
+        print(json.dumps(sarif_log(found, version("todoflow")), indent=2, ensure_ascii=False))
+    elif output == "github":
+        from todoflow.dsl.ci_formats import github_annotations
+
+        sys.stdout.write(github_annotations(found))
     else:
-        sys.stderr.write(render_all(found, sources))
+        sys.stderr.write(render_all(found, sources, _colour()))
         print(_summary(found, len(paths)), file=sys.stderr)
     return EXIT_ERRORS if any(d.is_error for d in found) else EXIT_OK
 
@@ -195,9 +243,10 @@ def _analyze(path: str) -> Analysis:
     return analyze(text, name, base)
 
 
-def _report(analysis: Analysis) -> bool:
-    """Print the diagnostics to stderr; True when there is no error."""
-    sys.stderr.write(render_all(analysis.diagnostics, analysis.sources))
+def _report(analysis: Analysis, notes: bool = True) -> bool:
+    """Print the diagnostics to stderr (the notes only if asked); True when there is no error."""
+    shown = [d for d in analysis.diagnostics if notes or d.severity != "note"]
+    sys.stderr.write(render_all(shown, analysis.sources, _colour()))
     return analysis.workflow is not None
 
 
@@ -219,11 +268,14 @@ def _compile(path: str, output: str, force: bool) -> int:
     return EXIT_OK
 
 
-def _graph(path: str, view: str, output: str, direction: str, step_id: str | None) -> int:
+def _graph(args: argparse.Namespace) -> int:
+    """`graph`: errors and warnings are printed, and the notes of a workflow that compiles
+    (which `check` and `compile` show) only with `--notes`."""
     from todoflow.compiler.canvas import plan_canvas, renderers
     from todoflow.compiler.diagrams import RENDERERS
     from todoflow.compiler.machine import step_machine, workflow_machine
 
+    path, view, output, direction, step_id = args.file, args.view, args.format, args.direction, args.step
     if view == "plan" and step_id is not None:
         print(
             "todoflow: error: --step draws one step's machine; the plan view shows every step",
@@ -234,7 +286,7 @@ def _graph(path: str, view: str, output: str, direction: str, step_id: str | Non
         print(f"todoflow: error: --format {output} draws the plan canvas: add --view plan", file=sys.stderr)
         return EXIT_USAGE
     analysis = _analyze(path)
-    if not _report(analysis):
+    if not _report(analysis, args.notes):
         return EXIT_ERRORS
     workflow = analysis.workflow
     assert workflow is not None
@@ -293,9 +345,10 @@ def _decompile(args: argparse.Namespace) -> int:
         prompts,
     )
     if result.source is None:
-        sys.stderr.write(render_all(result.diagnostics, {args.plan: plan_text}))
+        sys.stderr.write(render_all(result.diagnostics, {args.plan: plan_text}, _colour()))
         return EXIT_ERRORS
-    sys.stderr.write(render_all([*names.warnings, *unread, *result.diagnostics], {args.plan: plan_text}))
+    found = [*names.warnings, *unread, *result.diagnostics]
+    sys.stderr.write(render_all(found, {args.plan: plan_text}, _colour()))
     if args.output:
         write_atomically(Path(args.output), result.source)
         print(f"wrote {args.output}", file=sys.stderr)
@@ -314,7 +367,7 @@ def _migrate(args: argparse.Namespace) -> int:
         _read(config)
     migration, problems = plan_migration(plan, config, Path(args.learnings) if args.learnings else None)
     if migration is None:
-        sys.stderr.write(render_all(problems, {}))
+        sys.stderr.write(render_all(problems, {}, _colour()))
         print("nothing written", file=sys.stderr)
         return EXIT_ERRORS
     if migration.nothing_to_do:
@@ -415,6 +468,19 @@ def _paths(path: str, step_id: str | None, max_revisions: int, output: str) -> i
     return EXIT_OK
 
 
+def _colour() -> bool:
+    from todoflow.terminal import colour
+
+    return colour(sys.stderr)
+
+
+def _completion(shell: str) -> int:
+    from todoflow.completion import script
+
+    sys.stdout.write(script(shell, build_parser()))
+    return EXIT_OK
+
+
 def _schema(name: str) -> int:
     from todoflow.compiler.formats import schema
 
@@ -435,13 +501,14 @@ def _summary(found: list[Diagnostic], files: int) -> str:
 def _fmt(paths: list[str], check_only: bool) -> int:
     from todoflow.compiler.files import write_atomically
     from todoflow.dsl.formatter import format_source
+    from todoflow.folders import workflow_files
 
     status = EXIT_OK
-    for path in paths:
+    for path in workflow_files(paths):
         name = display_name(path)
         text, problem = read_source(path)
         if problem is not None:
-            sys.stderr.write(render_all([problem], {name: text}))
+            sys.stderr.write(render_all([problem], {name: text}, _colour()))
             status = EXIT_ERRORS
             continue
         try:

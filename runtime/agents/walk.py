@@ -9,7 +9,8 @@ as `todoflow run` passes it on when no `main.py` is there. A step's expected fil
 written into the walk's workspace when its completion needs them, after the completion
 without them was refused; a route's, before its sub-agent's answer. Before every event
 the walk sends replies the engine must refuse (a stale attempt, an empty reply, an
-orchestrator's `complete` with a todo open), and around it checks (`INVARIANTS`, named as docs/testing.md lists them):
+orchestrator's `complete` with a todo open), and around it checks (`INVARIANTS`, named
+as docs/testing.md lists them):
 
 - the engine moves as the machine does: it is where the path says before and after each
   event (step, node, position, blocked, delegated to whom);

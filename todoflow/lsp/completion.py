@@ -4,8 +4,9 @@ The text before the cursor is scanned with the grammar's parser; the terminals i
 state accepts are the keywords offered (prompt kinds among them). Where it accepts a
 name, the name depends on what came before: step ids after `next`, the labels of the
 same `tasks` block after `after` or a constraint's `on` (and after a `,` in such a
-list), and after `llm`/`conditional_llm` the providers already used in the file. Inside
-a string or a comment nothing is offered.
+list) but the task's own label and the labels already in the list, and after
+`llm`/`conditional_llm` the providers already used in the file. Inside a string or a
+comment nothing is offered.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from lsprotocol import types
 from todoflow.dsl.wording import PROMPT_KINDS
 
 from . import keywords
-from .outline import Occurrence, keyword_types, kind_of_list, scan
+from .outline import Occurrence, keyword_types, kind_of_list, outline, scan
 from .snapshot import Snapshot
 
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -45,7 +46,7 @@ def complete(snapshot: Snapshot, point: tuple[int, int]) -> list[types.Completio
         _keyword(name, word, replace) for name, word in sorted(keyword_types().items()) if name in accepted
     ]
     if "ID" in accepted:
-        items += [_name(n, replace) for n in _names(snapshot, found.tokens)]
+        items += [_name(n, replace) for n in _names(snapshot, found.tokens, offset)]
     return items
 
 
@@ -80,7 +81,7 @@ def _name(name: Occurrence, replace: types.Range) -> types.CompletionItem:
     )
 
 
-def _names(snapshot: Snapshot, before: list[Token]) -> list[Occurrence]:
+def _names(snapshot: Snapshot, before: list[Token], offset: int) -> list[Occurrence]:
     """The names that fit where the parser takes one, after the tokens `before`."""
     previous = before[-1].type if before else ""
     listing = None
@@ -94,9 +95,33 @@ def _names(snapshot: Snapshot, before: list[Token]) -> list[Occurrence]:
             sum(1 for i, t in enumerate(before[:-1]) if t.type == "TASKS" and before[i + 1].type == "LBRACE")
             - 1
         )
-        wanted = [n for n in names if n.role == "label" and n.scope == scope]
+        start = max(i for i, t in enumerate(before) if t.type in ("AFTER", "ON"))
+        taken = _listed(before, start)
+        labels = _labels_beside(snapshot, before[start], offset)
+        wanted = [n for n in labels if n.role == "label" and n.scope == scope and n.value not in taken]
     elif previous in ("LLM", "CONDITIONAL_LLM"):
         wanted = [n for n in names if n.role == "provider"]
     else:
         return []
     return list({n.value: n for n in wanted}.values())
+
+
+def _listed(before: list[Token], start: int) -> set[str]:
+    """The labels a name in the `after` or `on` list being written (from `before[start]`)
+    must not be: those already in it, and in `after` the label of its own task
+    (`label: "..." => "..." after`: five tokens before the `after`)."""
+    taken = {str(t) for t in before[start + 1 :] if t.type == "ID"}
+    if before[start].type == "AFTER" and start >= 5 and before[start - 4].type == "COLON":
+        taken.add(str(before[start - 5]))
+    return taken
+
+
+def _labels_beside(snapshot: Snapshot, keyword: Token, offset: int) -> tuple[Occurrence, ...]:
+    """The names of the document with the list being written closed: an `after` list cut
+    off, an `on` list as `on all`. Left open, the list would take the label of the task
+    on the next line for one of its own names."""
+    text = snapshot.text
+    line_end = text.find("\n", offset)
+    closed = "" if keyword.type == "AFTER" else "on all"
+    rest = text[line_end:] if line_end >= 0 else ""
+    return outline(scan(text[: keyword.start_pos] + closed + rest), snapshot.path).names

@@ -90,6 +90,7 @@ class Outline(NamedTuple):
 class Scan(NamedTuple):
     tokens: list[Token]  # the tokens the parser took, in order; repairs have no text
     parser: InteractiveParser  # its state after the last token read
+    comments: tuple[Token, ...] = ()  # the comments read, in order (for semantic tokens)
 
 
 _BUILDER = Builder()
@@ -133,8 +134,9 @@ def scan(text: str, stop: int | None = None) -> Scan:
             break
         if _take(ip, token, taken):
             taken.append(token)
+    comments = tuple(_COMMENTS)
     _COMMENTS.clear()
-    return Scan(taken, ip)
+    return Scan(taken, ip, comments)
 
 
 def _lex(ip: InteractiveParser) -> Iterator[Token]:

@@ -23,11 +23,14 @@ from pygls.uris import from_fs_path, to_fs_path
 from todoflow.dsl.diagnostics import Diagnostic
 from todoflow.dsl.spans import Span
 
-from . import actions, completion, diagnostics, hover, navigation, symbols
+from . import actions, completion, diagnostics, hover, navigation, semantic, symbols
 from .outline import Occurrence
 from .snapshot import Snapshot
 
 VERSION = "0.1.0"
+LEGEND = types.SemanticTokensLegend(
+    token_types=list(semantic.TOKEN_TYPES), token_modifiers=list(semantic.TOKEN_MODIFIERS)
+)
 DEBOUNCE = 0.15  # seconds of quiet after a burst of changes before the next check
 
 
@@ -47,6 +50,8 @@ class TodoflowServer(LanguageServer):
         self.snapshots: dict[str, Snapshot] = {}
         # template path -> workflow URI -> its diagnostics there (several workflows may share a template)
         self.template_diagnostics: dict[str, dict[str, list[types.Diagnostic]]] = {}
+        self.semantic: dict[str, tuple[str, list[int]]] = {}  # URI -> the tokens last sent, by result id
+        self.results = 0
 
     # -- documents ---------------------------------------------------------------
 
@@ -60,6 +65,12 @@ class TodoflowServer(LanguageServer):
         encoding = str(self.workspace.position_encoding or types.PositionEncodingKind.Utf16)
         self.snapshots[uri] = Snapshot(uri, _path_of(uri), document.version, source, encoding)
         return self.snapshots[uri]
+
+    def semantic_tokens(self, uri: str) -> tuple[str, list[int]]:
+        """The document's semantic tokens and a new result id, remembered for a delta."""
+        self.results += 1
+        self.semantic[uri] = (str(self.results), semantic.tokens(self.snapshot(uri)))
+        return self.semantic[uri]
 
     def is_open(self, path: str) -> bool:
         uri = from_fs_path(path)
@@ -161,6 +172,7 @@ def did_close(ls: TodoflowServer, params: types.DidCloseTextDocumentParams) -> N
     uri = params.text_document.uri
     checks = ls.checks.pop(uri, None)
     ls.snapshots.pop(uri, None)
+    ls.semantic.pop(uri, None)
     if checks is None:
         ls.recheck_workflows()
         return
@@ -249,6 +261,25 @@ def document_symbol(ls: TodoflowServer, params: types.DocumentSymbolParams) -> l
     return symbols.document_symbols(snapshot.outline, snapshot.lines)
 
 
+def semantic_tokens_full(ls: TodoflowServer, params: types.SemanticTokensParams) -> types.SemanticTokens:
+    result_id, data = ls.semantic_tokens(params.text_document.uri)
+    return types.SemanticTokens(data=data, result_id=result_id)
+
+
+def semantic_tokens_delta(
+    ls: TodoflowServer, params: types.SemanticTokensDeltaParams
+) -> types.SemanticTokens | types.SemanticTokensDelta:
+    """The edit from the tokens sent as `previous_result_id`; all the tokens when that
+    result is not the last one sent for the document."""
+    previous = ls.semantic.get(params.text_document.uri)
+    result_id, data = ls.semantic_tokens(params.text_document.uri)
+    if previous is None or previous[0] != params.previous_result_id:
+        return types.SemanticTokens(data=data, result_id=result_id)
+    edit = semantic.delta(previous[1], data)
+    edits = [] if edit is None else [types.SemanticTokensEdit(edit[0], edit[1], edit[2])]
+    return types.SemanticTokensDelta(edits=edits, result_id=result_id)
+
+
 def folding_range(ls: TodoflowServer, params: types.FoldingRangeParams) -> list[types.FoldingRange]:
     return symbols.folding_ranges(ls.snapshot(params.text_document.uri).outline)
 
@@ -276,6 +307,8 @@ _FEATURES: tuple[tuple[str, Any, Callable[..., Any]], ...] = (
     (types.TEXT_DOCUMENT_FORMATTING, None, _workflows_only(formatting)),
     (types.TEXT_DOCUMENT_DOCUMENT_SYMBOL, None, _workflows_only(document_symbol)),
     (types.TEXT_DOCUMENT_FOLDING_RANGE, None, _workflows_only(folding_range)),
+    (types.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, LEGEND, _workflows_only(semantic_tokens_full)),
+    (types.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL_DELTA, LEGEND, _workflows_only(semantic_tokens_delta)),
 )
 
 

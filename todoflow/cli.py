@@ -199,6 +199,7 @@ def _main(args: argparse.Namespace) -> int:
         "serve": lambda: runs.serve(args),
         "log": lambda: runs.log(args),
         "report": lambda: runs.report(args),
+        "trace": lambda: runs.trace(args),
         "learnings": lambda: runs.learnings(args),
         "db": lambda: runs.db(args),
         "lsp": _lsp,

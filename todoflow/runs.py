@@ -26,6 +26,7 @@ from todoflow.runtime import RUN_DIR
 if TYPE_CHECKING:
     from todoflow.runtime.agents.base import Agent
     from todoflow.runtime.agents.spec import AgentSpec
+    from todoflow.runtime.agents.tracing import LiveTrace
     from todoflow.runtime.engine import Engine
     from todoflow.runtime.llm_choice import LlmChoices
     from todoflow.runtime.plan import RunPlan
@@ -83,6 +84,14 @@ def _run_parser(commands: Any) -> argparse.ArgumentParser:
         help="learn_code: a missing or failing main.py is an error, with no fallback to the orchestrator",
     )
     run.add_argument("--show-prompts", action="store_true", help="print each directive's rendered prompt")
+    run.add_argument(
+        "--trace",
+        choices=["otlp"],
+        help="export the run's spans over OTLP/HTTP as they end (so does $OTEL_EXPORTER_OTLP_ENDPOINT)",
+    )
+    run.add_argument(
+        "--trace-content", action="store_true", help="with tracing: the prompts and replies in the spans too"
+    )
     return run  # type: ignore[no-any-return]
 
 
@@ -138,7 +147,12 @@ def _view_parsers(commands: Any) -> list[argparse.ArgumentParser]:
     )
     learnings.add_argument("--step", metavar="SUB_STEP_ID", help="list one sub-step's learnings")
     learnings.add_argument("--json", action="store_true")
-    return [status, log, report, learnings]
+    trace = commands.add_parser("trace", help="a run's spans (OpenTelemetry), derived from its journal")
+    trace.add_argument("process_id", metavar="PROCESS_ID")
+    trace.add_argument("--format", choices=["otlp-json"], default="otlp-json", help="OTLP/JSON (the default)")
+    trace.add_argument("--content", action="store_true", help="the prompts and replies in the spans too")
+    trace.add_argument("--run-dir", metavar="DIR")
+    return [status, log, report, learnings, trace]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -240,8 +254,20 @@ def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -
     from todoflow.runtime.agents.driver import drive
     from todoflow.runtime.agents.scripted import ScriptedAgent
 
+    live = _live_trace(args, engine)
     with engine, runs.driving(engine.process_id):
-        outcome = drive(engine, agent, sys.stdout, args.show_prompts, args.fast_path_only)
+        try:
+            outcome = drive(
+                engine,
+                agent,
+                sys.stdout,
+                args.show_prompts,
+                args.fast_path_only,
+                live.update if live else None,
+            )
+        finally:
+            if live is not None:
+                live.close()
         left = (
             agent.unused(engine.directive())
             if isinstance(agent, ScriptedAgent) and outcome == "complete"
@@ -254,6 +280,28 @@ def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -
     command = ["todoflow", "run", "--resume", engine.process_id, *_location_options(args)]
     print(f"resume with: {shlex.join(command)}", file=sys.stderr)
     return EXIT_ERRORS if outcome == "refused" else EXIT_RESUMABLE
+
+
+def _live_trace(args: argparse.Namespace, engine: Engine) -> LiveTrace | None:
+    from todoflow.runtime.agents.tracing import LiveTrace, otlp_exporter, tracing_wanted
+
+    if not tracing_wanted(args.trace):
+        return None
+    return LiveTrace(engine, otlp_exporter(), args.trace_content)
+
+
+def trace(args: argparse.Namespace) -> int:
+    """`todoflow trace RUN`: the run's spans as OTLP/JSON on stdout."""
+    from todoflow.runtime import process
+    from todoflow.runtime.views.trace import otlp_json, run_spans, trace_id
+
+    with process.open_process(where(args), args.process_id)[0] as engine:
+        engine.directive()  # a damaged run is refused here, with what is wrong
+        spans = run_spans(
+            engine.plan, engine.process_id, engine.store.started_at, engine.store.entries(), args.content
+        )
+    print(json.dumps(otlp_json(spans, trace_id(engine.process_id)), indent=2, ensure_ascii=False))
+    return EXIT_OK
 
 
 def _read_json(path: Path) -> Any:

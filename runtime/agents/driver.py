@@ -9,6 +9,7 @@ script's reply was refused; resumable once the script is fixed).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from ..directive import Directive
@@ -19,14 +20,22 @@ from .base import Agent, Blocked, Stop
 
 
 def drive(
-    engine: Engine, agent: Agent, out: TextIO, show_prompts: bool = False, fast_path_only: bool = False
+    engine: Engine,
+    agent: Agent,
+    out: TextIO,
+    show_prompts: bool = False,
+    fast_path_only: bool = False,
+    observe: Callable[[], None] | None = None,
 ) -> str:
     """Run until the workflow completes or the agent stops; `show_prompts` prints each
     directive's rendered prompt (what an LLM agent would read) before the agent answers.
-    A learn_code step tries its fast path first (`fast_path_only`: and nothing else)."""
+    A learn_code step tries its fast path first (`fast_path_only`: and nothing else).
+    `observe` is called after each turn of the loop (a live trace looks at the journal)."""
     directive = engine.directive()
     out.write(card_text(directive))
     while not directive.completed:
+        if observe is not None:
+            observe()
         fast = _fast_path(engine, agent, directive, out, fast_path_only)
         if fast is not None:
             directive = fast

@@ -118,7 +118,7 @@ def _add(
     process_id: str,
 ) -> int:
     """Fold one entry into its step's iterations; the number of the iteration it joined."""
-    number = _iteration(before, settled, entry)
+    number = iteration_of(before, settled, entry)
     found = next((i for i in iterations if i["iteration"] == number), None)
     if found is None:
         found = {"iteration": number, "at": entry.at, "entries": []}
@@ -262,7 +262,7 @@ def _llm_call(found: dict[str, Any], around: _Around, entry: LlmCall) -> None:
     found.setdefault("llm_calls", []).append(call)
 
 
-def _iteration(before: ProcessState, settled: ProcessState, entry: Entry) -> int:
+def iteration_of(before: ProcessState, settled: ProcessState, entry: Entry) -> int:
     """The orchestrator turn an entry belongs to: its own, or the delegation's it answers."""
     if isinstance(entry, SubmitTasks):
         return 0

@@ -11,8 +11,6 @@ refusal raises `InvalidReply` naming the field and the rule; nothing changes.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from todoflow.compiler.checklist import MAX_TASKS
 
 from .entries import (
@@ -42,7 +40,7 @@ from .replies import (
 )
 from .replies import UpdateTodo as UpdateReply
 from .state import ProcessState, turns_allowed
-from .workspace import prevalidate
+from .workspace import Files
 
 Head = tuple[int, str, str, str]  # seq, at, by, step id
 
@@ -143,25 +141,23 @@ def decision(
 
 
 def sub_agent(
-    head: Head, step: RunStep, state: ProcessState, reply: WorkReply | FailedReply, workspace: Path
+    head: Head, step: RunStep, state: ProcessState, reply: WorkReply | FailedReply, files: Files
 ) -> Entry:
     """The entry of the delegated sub-agent's answer: done (prevalidated for a route) or failed."""
     delegation = state.delegation
     assert delegation is not None
     if isinstance(reply, FailedReply):
         return SubAgentFailed(*head, delegation.position, delegation.agent, reply.failed)
-    return _done(head, step, state, reply.evidence, reply.progress_execution_outcome, workspace)
+    return _done(head, step, state, reply.evidence, reply.progress_execution_outcome, files)
 
 
-def _done(
-    head: Head, step: RunStep, state: ProcessState, evidence: str, outcome: str, workspace: Path
-) -> Entry:
+def _done(head: Head, step: RunStep, state: ProcessState, evidence: str, outcome: str, files: Files) -> Entry:
     delegation = state.delegation
     assert delegation is not None
     route = step.route(delegation.agent)
     if route is None:  # the generic agent: no prevalidation, no learning
         return SubAgentDone(*head, delegation.position, GENERIC, evidence, outcome, True, None, ())
-    checked = prevalidate(workspace, route.step.expected_files)
+    checked = files.prevalidate(route.step.expected_files)
     return SubAgentDone(
         *head, delegation.position, route.id, evidence, outcome, checked.passed, checked.reason, checked.files
     )
@@ -172,7 +168,7 @@ def tool(
     step: RunStep,
     state: ProcessState,
     reply: CreateReply | UpdateReply | CompleteTodo,
-    workspace: Path,
+    files: Files,
 ) -> Entry:
     """The entry of a todo tool call (`create_todo`, `update_todo`, `complete_todo`)."""
     delegated = state.node == "delegated"
@@ -188,7 +184,7 @@ def tool(
     if isinstance(reply, CompleteTodo):
         _check_current(reply.todo_id, state, "todo_id", delegated)
         if delegated:
-            return _done(head, step, state, reply.evidence, reply.result, workspace)
+            return _done(head, step, state, reply.evidence, reply.result, files)
         return Confirm(*head, state.position, reply.evidence, reply.result)
     position = _position(reply.todo_id, state)
     if delegated and position != state.position:

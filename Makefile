@@ -69,6 +69,7 @@ bench: setup
 	$(BIN)/python -m bench.compile
 	$(BIN)/python -m bench.runtime
 	$(BIN)/python -m bench.resume
+	$(BIN)/python -m bench.replay
 	$(BIN)/python -m bench.mcp_step
 	$(BIN)/python -m bench.interop
 	$(BIN)/python -m bench.lsp

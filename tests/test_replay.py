@@ -22,7 +22,7 @@ from todoflow.runtime.definition import from_source, read_definition
 from todoflow.runtime.engine import Refusal
 from todoflow.runtime.entries import KINDS
 from todoflow.runtime.llm_choice import Usage
-from todoflow.runtime.plan import Llm
+from todoflow.runtime.plan import Llm, Task
 from todoflow.runtime.state import attempt_id
 from todoflow.runtime.store.base import runs_at
 from todoflow.runtime.views.replay import ASKS, replay
@@ -415,6 +415,37 @@ def test_a_fast_path_where_new_has_none_is_no_longer_reachable(tmp_path: Path) -
     started = next(e for e in report.entries if e.type == "fast_path_started")
     assert (report.verdict, report.from_entry) == ("incompatible", started.seq)
     assert started.reason == "step `fast` is not a learn_code step under NEW: no fast path runs there"
+
+
+CALLERS = """workflow callers "A caller's checklist and goal" {
+    todo_task w "Work" {
+        description "Do the work."
+    }
+    regular after "After" {
+        description "Check it."
+    }
+}
+"""
+
+
+def test_a_callers_ready_checklist_and_goal_go_with_the_run(tmp_path: Path) -> None:
+    ready = {"w": (Task("Write it", "it is written"), Task("Read it", "it is read"))}
+    engine = process.start(
+        from_source(CALLERS).or_raise(), tmp_path / "runs", workspace=tmp_path, ready=ready, goal="Ship 3.0"
+    )
+    with engine:
+        directive = engine.directive()
+        directive = engine.step(directive.attempt_id, directive.ready_reply() or {}, "caller")
+        engine.step(directive.attempt_id, {"evidence": "written", "progress_execution_outcome": "done"})
+        now = engine.directive()
+    replayed = replay(runs_at(tmp_path / "runs"), engine.process_id, from_source(CALLERS).or_raise(), "x")
+    assert replayed.report.verdict == "compatible"
+    assert replayed.directive.to_json() == now.to_json() and "Ship 3.0" in now.prompt()
+    # NEW without the step the checklist was given for: the checklist is left behind
+    renamed = from_source(CALLERS.replace("todo_task w ", "todo_task w2 ")).or_raise()
+    report = replay(runs_at(tmp_path / "runs"), engine.process_id, renamed, "x").report
+    assert (report.verdict, report.from_entry) == ("incompatible", 1)
+    assert report.stands.step == "w2" and report.stands.node == "intake"
 
 
 # -- diff --runs ----------------------------------------------------------------------------

@@ -72,6 +72,7 @@ HOLDS: Final = "holds"
 REFUSED: Final = "refused"
 UNREACHABLE: Final = "unreachable"
 Send = Callable[[Engine, str], Directive]  # offers the entry's reply (or action) with the attempt id
+Row = dict[str, Any]  # an entry's outcome: a `ReplayEntry` as data (the report validates them at once)
 
 
 class Ask(NamedTuple):
@@ -85,7 +86,9 @@ class Ask(NamedTuple):
     unless: str | None = None  # why nothing would make it under NEW, even there
 
 
-class Replayed(NamedTuple):
+class Result(NamedTuple):
+    """A replay: its report, the directive NEW would hand out next, and NEW's run."""
+
     report: Replay
     directive: Directive  # the one NEW would hand out next
     store: Store  # NEW's run, in memory: its journal is what NEW accepted
@@ -98,7 +101,7 @@ class Replayed(NamedTuple):
 
 def replay(
     runs: Runs, process_id: str, against: RunDefinition, shown: str, check_workspace: bool = False
-) -> Replayed:
+) -> Result:
     """Run `process_id`'s journal (at `runs`) through the engine with `against`'s plan;
     `shown` names NEW as the report does. The run is only read."""
     with process.open_process(runs, process_id)[0] as engine:
@@ -127,16 +130,18 @@ def replay(
     side = DiffSide(
         path=shown, workflow_id=against.workflow_id, title=against.title, source_sha256=against.source_sha256
     )
-    report = Replay(
-        run=run,
-        against=side,
-        check_workspace=check_workspace,
-        **_verdict(outcomes),
-        entries=outcomes,
-        stands=_stands(directive),
-        directive=directive.to_json(),
+    report = Replay.model_validate(
+        {
+            "run": run,
+            "against": side,
+            "check_workspace": check_workspace,
+            **_verdict(outcomes),
+            "entries": outcomes,  # validated at once: a thousand entries cost one call
+            "stands": _stands(directive),
+            "directive": directive.to_json(),
+        }
     )
-    return Replayed(report, directive, new.store)
+    return Result(report, directive, new.store)
 
 
 def _started(
@@ -186,7 +191,7 @@ class _Walker:
         self.completions = completions  # entry seq -> the step the run completed with it
         self.state = engine.directive().state
 
-    def offer(self, entry: Entry) -> ReplayEntry:
+    def offer(self, entry: Entry) -> Row:
         self.files.learn(entry, self._completed(entry))
         ask = ASKS[type(entry)](entry, self)
         away = _away(self.state, entry, ask)
@@ -197,16 +202,12 @@ class _Walker:
             directive = ask.send(self.engine, attempt_id(self.engine.process_id, self.state.seq))
         except Refusal as refusal:
             return _outcome(entry, REFUSED, refusal.reason)
-        made = self.engine.store.entries(self.state.seq)
-        self.state = directive.state
-        last = made[-1] if made else None
-        if (
-            isinstance(entry, SubAgentDone)
-            and isinstance(last, SubAgentDone)
-            and entry.passed
-            and not last.passed
-        ):
-            return _outcome(entry, REFUSED, last.reason)  # the route's work goes back, as it would
+        before, self.state = self.state, directive.state
+        failed = (
+            _failed(self.engine.store, before) if isinstance(entry, SubAgentDone) and entry.passed else None
+        )
+        if failed is not None:  # the route's work passed in the run, not under NEW: it goes back
+            return _outcome(entry, REFUSED, failed)
         return _outcome(entry, HOLDS, None)
 
     def _completed(self, entry: Entry) -> tuple[str, ...]:
@@ -222,6 +223,12 @@ class _Walker:
     def learn_code(self, step_id: str) -> bool:
         step = self.engine.plan.by_id.get(step_id)
         return step is not None and learn_code(step)
+
+
+def _failed(store: Store, before: ProcessState) -> str | None:
+    """Why the route's answer just made failed its prevalidation, or None (it passed)."""
+    made = store.entries(before.seq)[-1]
+    return made.reason if isinstance(made, SubAgentDone) and not made.passed else None
 
 
 def _completions(entries: list[Entry], now: ProcessState) -> dict[int, str]:
@@ -257,20 +264,25 @@ def _where(state: ProcessState) -> str:
     return f"{step}, {state.node}"
 
 
-def _outcome(entry: Entry, outcome: Outcome, reason: str | None) -> ReplayEntry:
-    return ReplayEntry(
-        seq=entry.seq, type=entry.TYPE, step=entry.step, by=entry.by, outcome=outcome, reason=reason
-    )
+def _outcome(entry: Entry, outcome: Outcome, reason: str | None) -> Row:
+    return {
+        "seq": entry.seq,
+        "type": entry.TYPE,
+        "step": entry.step,
+        "by": entry.by,
+        "outcome": outcome,
+        "reason": reason,
+    }
 
 
-def _verdict(outcomes: list[ReplayEntry]) -> dict[str, Any]:
-    first = next((o for o in outcomes if o.outcome != HOLDS), None)
-    refusal = next((o for o in outcomes if o.outcome == REFUSED), None)
+def _verdict(outcomes: list[Row]) -> dict[str, Any]:
+    first = next((o for o in outcomes if o["outcome"] != HOLDS), None)
+    refusal = next((o for o in outcomes if o["outcome"] == REFUSED), None)
     if first is None:
         verdict = "compatible"
     else:
-        verdict = "compatible with refusals" if first.outcome == REFUSED else "incompatible"
-    return {"verdict": verdict, "from_entry": first and first.seq, "first_refusal": refusal}
+        verdict = "compatible with refusals" if first["outcome"] == REFUSED else "incompatible"
+    return {"verdict": verdict, "from_entry": first and first["seq"], "first_refusal": refusal}
 
 
 def _stands(directive: Directive) -> ReplayStand:
@@ -534,7 +546,7 @@ def runs_of(
 LABELS = {HOLDS: "holds", REFUSED: "refused", UNREACHABLE: "no longer reachable"}
 
 
-def text(replayed: Replayed) -> str:
+def text(replayed: Result) -> str:
     """The replay for people: the entries grouped as they fare, the verdict, and the run
     card of where the run would stand."""
     report = replayed.report
@@ -548,14 +560,13 @@ def text(replayed: Replayed) -> str:
     groups = list(_groups(report.entries))
     if groups:
         lines += [*_table(groups), ""]
-    lines.append(f"verdict: {verdict_text(report.verdict, report.from_entry)}")
+    verdict = (
+        report.verdict if report.from_entry is None else f"{report.verdict} from entry {report.from_entry}"
+    )
+    lines.append(f"verdict: {verdict}")
     attempt = f" (attempt {stands.attempt_id})" if stands.attempt_id else ""
     lines += ["", f"under NEW the run would stand here{attempt}:", ""]
     return "\n".join(lines) + "\n" + replayed.card()
-
-
-def verdict_text(verdict: str, from_entry: int | None) -> str:
-    return verdict if from_entry is None else f"{verdict} from entry {from_entry}"
 
 
 def _groups(entries: list[ReplayEntry]) -> Iterator[list[ReplayEntry]]:

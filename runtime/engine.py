@@ -26,24 +26,24 @@ from todoflow.dsl.nodes import replace
 
 from . import orchestrator
 from .directive import Directive
-from .entries import Confirm, Entry, LlmCall, RaiseTurns, Revise, SubmitTasks, Teleport
+from .entries import Confirm, Entry, Head, LlmCall, RaiseTurns, Revise, SubmitTasks, Teleport
 from .events import todos
 from .llm_choice import LlmChoices, Usage
 from .plan import Task
 from .replies import (
     CompleteReply,
-    CompleteTodo,
+    CompleteTodoReply,
     ContinueReply,
-    CreateTodo,
+    CreateTodoReply,
     DelegateReply,
     IntakeReply,
     InvalidReply,
     Reply,
     RevisionReply,
-    SubAgentFailed,
+    SubAgentFailedReply,
     TaskItem,
     TeleportReply,
-    UpdateTodo,
+    UpdateTodoReply,
     WorkReply,
     parse_reply,
 )
@@ -198,17 +198,17 @@ class Engine:
         applied = []
         for call in usage:
             entry = LlmCall(
-                state.seq + 1,
-                self.clock(),
-                "driver",
-                state.step_id or "",
-                call.agent,
-                call.llm.provider,
-                call.llm.model_id,
-                call.rule,
-                call.prompt_tokens,
-                call.completion_tokens,
-                call.latency_ms,
+                seq=state.seq + 1,
+                at=self.clock(),
+                by="driver",
+                step=state.step_id or "",
+                agent=call.agent,
+                provider=call.llm.provider,
+                model_id=call.llm.model_id,
+                rule=call.rule,
+                prompt_tokens=call.prompt_tokens,
+                completion_tokens=call.completion_tokens,
+                latency_ms=call.latency_ms,
             )
             settled = settle(self.plan, state, entry)
             applied.append(Applied(state, settled, entry))
@@ -262,7 +262,13 @@ class Engine:
                     f"the step has used {used} turns; a new bound must be larger, not {execution_max_turns}"
                 )
                 raise Refusal(reason, self._directive(state))
-            entry = RaiseTurns(state.seq + 1, self.clock(), "caller", step.id, execution_max_turns)
+            entry = RaiseTurns(
+                seq=state.seq + 1,
+                at=self.clock(),
+                by="caller",
+                step=step.id,
+                execution_max_turns=execution_max_turns,
+            )
             return self._commit(entry, state, settle(self.plan, state, entry))
 
     def _commit(self, entry: Entry, state: ProcessState, settled: ProcessState) -> Directive:
@@ -285,7 +291,7 @@ class Engine:
     def _entry(self, state: ProcessState, reply: Reply, by: str) -> Entry:
         step_id = state.step_id or ""
         step = self.plan.step(step_id)
-        head = (state.seq + 1, self.clock(), by, step_id)
+        head = Head(seq=state.seq + 1, at=self.clock(), by=by, step=step_id)
         if step.kind == "todo_task" and by == "agent" and state.node != "delegated":
             closed = orchestrator.script_only(step, state, self.fast_path_only) or orchestrator.out_of_turns(
                 step, state
@@ -295,32 +301,41 @@ class Engine:
         match reply:
             case IntakeReply():
                 if step.ready_tasks is None:
-                    return SubmitTasks(*head, _tasks(reply.tasks), reply.progress_checklist_outcome)
-                _check_ready(reply, step.ready_tasks)  # passed on unchanged: the run's plan holds it
-                return SubmitTasks(*head, None, reply.progress_checklist_outcome)
-            case WorkReply() | SubAgentFailed() if state.node == "delegated":
+                    tasks: tuple[Task, ...] | None = _tasks(reply.tasks)
+                else:
+                    _check_ready(reply, step.ready_tasks)  # passed on unchanged: the run's plan holds it
+                    tasks = None
+                return SubmitTasks(
+                    **head, tasks=tasks, progress_checklist_outcome=reply.progress_checklist_outcome
+                )
+            case WorkReply() | SubAgentFailedReply() if state.node == "delegated":
                 return orchestrator.sub_agent(head, step, state, reply, self.files)
             case WorkReply():
-                return Confirm(*head, state.position, reply.evidence, reply.progress_execution_outcome)
+                return Confirm(
+                    **head,
+                    position=state.position,
+                    evidence=reply.evidence,
+                    progress_execution_outcome=reply.progress_execution_outcome,
+                )
             case TeleportReply():
                 if state.node != "work" or step.kind != "todo_task":
                     raise InvalidReply(
                         "teleportTo is only possible while working on a task of a todo_task step"
                     )
-                return Teleport(*head, state.position)
+                return Teleport(**head, position=state.position)
             case RevisionReply():
                 return Revise(
-                    *head,
-                    _kept_constraints(_tasks(reply.tasks), state.tasks),
-                    reply.resume_from_task,
-                    reply.progress_checklist_outcome,
-                    reply.progress_execution_outcome,
+                    **head,
+                    tasks=_kept_constraints(_tasks(reply.tasks), state.tasks),
+                    resume_from_task=reply.resume_from_task,
+                    progress_checklist_outcome=reply.progress_checklist_outcome,
+                    progress_execution_outcome=reply.progress_execution_outcome,
                 )
             case DelegateReply() | ContinueReply() | CompleteReply():
                 return orchestrator.decision(head, step, state, reply)
-            case CreateTodo() | UpdateTodo() | CompleteTodo():
+            case CreateTodoReply() | UpdateTodoReply() | CompleteTodoReply():
                 return orchestrator.tool(head, step, state, reply, self.files)
-            case SubAgentFailed():
+            case SubAgentFailedReply():
                 raise InvalidReply("`failed` is a delegated sub-agent's answer; no todo is delegated now")
 
     def _check_outputs(self, settled: ProcessState) -> None:

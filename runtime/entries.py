@@ -17,7 +17,7 @@ exhaustiveness check on `Entry` points at each), and a section in docs/architect
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, ClassVar, TypeAlias, TypedDict
 
 import pydantic_core
 
@@ -27,6 +27,15 @@ from todoflow.dsl.nodes import node
 from .plan import Task
 
 By: TypeAlias = str  # who gave the reply: `agent`, or `caller` (a ready checklist passed on for it)
+
+
+class Head(TypedDict):
+    """The fields every entry begins with: entries are built by keyword, `Kind(**head, ...)`."""
+
+    seq: int
+    at: str
+    by: By
+    step: str
 
 
 @node
@@ -330,21 +339,26 @@ def entry_from_json(data: Mapping[str, Any]) -> Entry:
     """The entry a journal line holds, in today's form or the one before entries were typed."""
     try:
         kind = data["type"]
-        head = (data["seq"], data["at"], data.get("by", "agent"), data["step"])
+        head = Head(seq=data["seq"], at=data["at"], by=data.get("by", "agent"), step=data["step"])
         if kind == Confirm.TYPE:
             outcome = data.get("progress_execution_outcome", data.get("outcome"))
-            return Confirm(*head, data["position"], data["evidence"], outcome)
+            evidence = data["evidence"]
+            return Confirm(
+                **head, position=data["position"], evidence=evidence, progress_execution_outcome=outcome
+            )
         if kind == SubmitTasks.TYPE:
             tasks = None if data.get("ready") else tuple(map(Task.from_dict, data["tasks"]))
             summary = data.get("progress_checklist_outcome", data.get("checklist_outcome"))
-            return SubmitTasks(*head, tasks, summary)
+            return SubmitTasks(**head, tasks=tasks, progress_checklist_outcome=summary)
         if kind == Revise.TYPE:
             return Revise(
-                *head,
-                tuple(map(Task.from_dict, data["tasks"])),
-                data["resume_from_task"],
-                data.get("progress_checklist_outcome", data.get("checklist_outcome")),
-                data.get("progress_execution_outcome", data.get("work_outcome")),
+                **head,
+                tasks=tuple(map(Task.from_dict, data["tasks"])),
+                resume_from_task=data["resume_from_task"],
+                progress_checklist_outcome=data.get(
+                    "progress_checklist_outcome", data.get("checklist_outcome")
+                ),
+                progress_execution_outcome=data.get("progress_execution_outcome", data.get("work_outcome")),
             )
         cls = KINDS.get(kind)
         if cls is None:
@@ -354,7 +368,7 @@ def entry_from_json(data: Mapping[str, Any]) -> Entry:
         fields = {name: data[name] for name in names if name in data or name not in optional}
         if "files" in fields:
             fields["files"] = tuple((str(path), str(digest)) for path, digest in fields["files"])
-        return cls(*head, **fields)  # type: ignore[no-any-return]
+        return cls(**head, **fields)  # type: ignore[no-any-return]
     except (KeyError, TypeError, ValueError) as error:
         raise EntryFormatError(f"an entry without its field {error}") from None
 

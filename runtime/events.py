@@ -8,7 +8,7 @@ the history (`TodoTaskItemCompleted.evidence`), never in todos, progress or resu
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import pydantic_core
 
@@ -63,111 +63,185 @@ def entry_events(
     (`orchestrator`, a route id, or `generic`)."""
     assert before.step_id is not None
     step = plan.step(before.step_id)
-    events: list[Event] = []
-    head = _head(step, entry, process_id)
-
-    def event(name: str, **fields: Any) -> None:
-        events.append({"event": name, **head, **fields})
-
-    match entry:
-        case Confirm():
-            events += _confirmed(step, before, settled, entry, head, ORCHESTRATOR)
-        case Teleport():
-            event(
-                "TodoTaskRevisionStarted", todo_id=_todo_id(before.position), reason="teleport-revise-tasks"
-            )
-        case SubmitTasks() | Revise():
-            _list_changes(before, settled, entry, event)
-        case Delegate() | Continue():
-            event("TodoTaskRouteSelected", **_decision(step, settled, entry))
-        case SubAgentDone():
-            route = step.route(entry.agent)
-            if route is not None:
-                event(
-                    "TodoTaskDelegationValidated",
-                    todo_id=_todo_id(entry.position),
-                    route_id=route.id,
-                    sub_step_id=route.step_id,
-                    passed=entry.passed,
-                    reason=entry.reason,
-                    files=[{"path": path, "sha256": digest} for path, digest in entry.files],
-                )
-            if entry.passed:
-                if route is not None:
-                    event(
-                        "TodoTaskLearningRecorded",
-                        learning_id=learning_id(process_id, entry.seq),
-                        route_id=route.id,
-                        sub_step_id=route.step_id,
-                        todo_id=_todo_id(entry.position),
-                    )
-                events += _confirmed(step, before, settled, entry, head, entry.agent)
-            else:
-                event(
-                    "TodoTaskDelegationFailed",
-                    todo_id=_todo_id(entry.position),
-                    agent=entry.agent,
-                    reason=entry.reason,
-                )
-        case SubAgentFailed():
-            event(
-                "TodoTaskDelegationFailed",
-                todo_id=_todo_id(entry.position),
-                agent=entry.agent,
-                reason=entry.failed,
-            )
-        case CreateTodo():
-            event(
-                "TodoTaskItemCreated",
-                todo_id=_todo_id(settled.total),
-                title=entry.title,
-                description=entry.description,
-                priority=entry.priority,
-                created_by=ORCHESTRATOR,
-                agent=ORCHESTRATOR,
-            )
-        case UpdateTodo():
-            event(
-                "TodoTaskItemUpdated",
-                todo_id=_todo_id(entry.position),
-                title=before.tasks[entry.position - 1].action,
-                old_status=before.status(entry.position),
-                new_status=settled.status(entry.position),
-                notes=entry.notes or "",
-                updated_by=ORCHESTRATOR,
-                agent=entry.agent,
-            )
-        case RaiseTurns():
-            event(
-                "TodoTaskTurnsRaised", execution_max_turns=entry.execution_max_turns, turns_used=before.turns
-            )
-        case FastPathStarted():
-            event("TodoTaskFastPathStarted", step_title=step.title, script_sha256=entry.script_sha256)
-        case FastPathFailed():
-            event("TodoTaskFastPathFailed", step_title=step.title, reason=entry.reason)
-        case LlmCall():
-            event(
-                "LLMCallCompleted",
-                agent=entry.agent,
-                provider=entry.provider,
-                model_id=entry.model_id,
-                rule=entry.rule,
-                prompt_tokens=entry.prompt_tokens,
-                completion_tokens=entry.completion_tokens,
-                latency_ms=entry.latency_ms,
-            )
+    said = Said(step, before, settled, _head(step, entry, process_id), process_id)
+    events = _EVENTS[type(entry)](said, entry)
     if settled.step_complete:
         name = "TodoTaskStepCompleted" if step.kind == "todo_task" else "StepCompleted"
-        event(
-            name,
-            step_title=step.title,
-            total_iterations=settled.turns,
-            total_todos_count=settled.total,
-            completed_count=settled.total,
-            completion_reason="every task confirmed",
-            next_step_id=step.next_step_id,
+        events.append(
+            said.event(
+                name,
+                step_title=step.title,
+                total_iterations=settled.turns,
+                total_todos_count=settled.total,
+                completed_count=settled.total,
+                completion_reason="every task confirmed",
+                next_step_id=step.next_step_id,
+            )
         )
     return events
+
+
+class Said(NamedTuple):
+    """What an entry's events are made of: its step, the states around it, their shared head."""
+
+    step: RunStep
+    before: ProcessState
+    settled: ProcessState
+    head: Event
+    process_id: str
+
+    def event(self, name: str, **fields: Any) -> Event:
+        return {"event": name, **self.head, **fields}
+
+
+Derive = Callable[[Said, Any], list[Event]]
+_EVENTS: dict[type[Any], Derive] = {}  # one handler per entry kind: the seed's events it causes
+
+
+def _derives(kind: type[Any]) -> Callable[[Derive], Derive]:
+    def add(handler: Derive) -> Derive:
+        _EVENTS[kind] = handler
+        return handler
+
+    return add
+
+
+def derived_kinds() -> frozenset[type[Any]]:
+    """The entry kinds `entry_events` has a handler for (a test holds it equal to `entries.KINDS`)."""
+    return frozenset(_EVENTS)
+
+
+@_derives(Confirm)
+def _confirm(said: Said, entry: Confirm) -> list[Event]:
+    return _confirmed(said.step, said.before, said.settled, entry, said.head, ORCHESTRATOR)
+
+
+@_derives(Teleport)
+def _teleport(said: Said, entry: Teleport) -> list[Event]:
+    todo = _todo_id(said.before.position)
+    return [said.event("TodoTaskRevisionStarted", todo_id=todo, reason="teleport-revise-tasks")]
+
+
+@_derives(SubmitTasks)
+@_derives(Revise)
+def _list(said: Said, entry: SubmitTasks | Revise) -> list[Event]:
+    events: list[Event] = []
+    _list_changes(
+        said.before, said.settled, entry, lambda name, **fields: events.append(said.event(name, **fields))
+    )
+    return events
+
+
+@_derives(Delegate)
+@_derives(Continue)
+def _decided(said: Said, entry: Delegate | Continue) -> list[Event]:
+    return [said.event("TodoTaskRouteSelected", **_decision(said.step, said.settled, entry))]
+
+
+@_derives(SubAgentDone)
+def _sub_agent_done(said: Said, entry: SubAgentDone) -> list[Event]:
+    route = said.step.route(entry.agent)
+    todo = _todo_id(entry.position)
+    events = []
+    if route is not None:
+        files = [{"path": path, "sha256": digest} for path, digest in entry.files]
+        events.append(
+            said.event(
+                "TodoTaskDelegationValidated",
+                todo_id=todo,
+                route_id=route.id,
+                sub_step_id=route.step_id,
+                passed=entry.passed,
+                reason=entry.reason,
+                files=files,
+            )
+        )
+    if not entry.passed:
+        return [*events, _delegation_failed(said, entry.position, entry.agent, entry.reason)]
+    if route is not None:
+        learning = learning_id(said.process_id, entry.seq)
+        events.append(
+            said.event(
+                "TodoTaskLearningRecorded",
+                learning_id=learning,
+                route_id=route.id,
+                sub_step_id=route.step_id,
+                todo_id=todo,
+            )
+        )
+    return events + _confirmed(said.step, said.before, said.settled, entry, said.head, entry.agent)
+
+
+@_derives(SubAgentFailed)
+def _sub_agent_failed(said: Said, entry: SubAgentFailed) -> list[Event]:
+    return [_delegation_failed(said, entry.position, entry.agent, entry.failed)]
+
+
+def _delegation_failed(said: Said, position: int, agent: str, reason: str | None) -> Event:
+    return said.event("TodoTaskDelegationFailed", todo_id=_todo_id(position), agent=agent, reason=reason)
+
+
+@_derives(CreateTodo)
+def _create_todo(said: Said, entry: CreateTodo) -> list[Event]:
+    created = said.event(
+        "TodoTaskItemCreated",
+        todo_id=_todo_id(said.settled.total),
+        title=entry.title,
+        description=entry.description,
+        priority=entry.priority,
+        created_by=ORCHESTRATOR,
+        agent=ORCHESTRATOR,
+    )
+    return [created]
+
+
+@_derives(UpdateTodo)
+def _update_todo(said: Said, entry: UpdateTodo) -> list[Event]:
+    updated = said.event(
+        "TodoTaskItemUpdated",
+        todo_id=_todo_id(entry.position),
+        title=said.before.tasks[entry.position - 1].action,
+        old_status=said.before.status(entry.position),
+        new_status=said.settled.status(entry.position),
+        notes=entry.notes or "",
+        updated_by=ORCHESTRATOR,
+        agent=entry.agent,
+    )
+    return [updated]
+
+
+@_derives(RaiseTurns)
+def _raise_turns(said: Said, entry: RaiseTurns) -> list[Event]:
+    raised = said.event(
+        "TodoTaskTurnsRaised", execution_max_turns=entry.execution_max_turns, turns_used=said.before.turns
+    )
+    return [raised]
+
+
+@_derives(FastPathStarted)
+def _fast_path_started(said: Said, entry: FastPathStarted) -> list[Event]:
+    title = said.step.title
+    return [said.event("TodoTaskFastPathStarted", step_title=title, script_sha256=entry.script_sha256)]
+
+
+@_derives(FastPathFailed)
+def _fast_path_failed(said: Said, entry: FastPathFailed) -> list[Event]:
+    return [said.event("TodoTaskFastPathFailed", step_title=said.step.title, reason=entry.reason)]
+
+
+@_derives(LlmCall)
+def _llm_call(said: Said, entry: LlmCall) -> list[Event]:
+    called = said.event(
+        "LLMCallCompleted",
+        agent=entry.agent,
+        provider=entry.provider,
+        model_id=entry.model_id,
+        rule=entry.rule,
+        prompt_tokens=entry.prompt_tokens,
+        completion_tokens=entry.completion_tokens,
+        latency_ms=entry.latency_ms,
+    )
+    return [called]
 
 
 def learning_id(process_id: str, seq: int) -> str:

@@ -21,6 +21,7 @@ from .entries import (
     CreateTodo,
     Delegate,
     Entry,
+    Head,
     SubAgentDone,
     SubAgentFailed,
     UpdateTodo,
@@ -28,21 +29,17 @@ from .entries import (
 from .plan import RunStep
 from .replies import (
     CompleteReply,
-    CompleteTodo,
+    CompleteTodoReply,
     ContinueReply,
+    CreateTodoReply,
     DelegateReply,
     InvalidReply,
+    SubAgentFailedReply,
+    UpdateTodoReply,
     WorkReply,
 )
-from .replies import CreateTodo as CreateReply
-from .replies import (
-    SubAgentFailed as FailedReply,
-)
-from .replies import UpdateTodo as UpdateReply
 from .state import ProcessState, turns_allowed
 from .workspace import Files
-
-Head = tuple[int, str, str, str]  # seq, at, by, step id
 
 
 def todo_id(position: int) -> str:
@@ -108,7 +105,11 @@ def decision(
         )
     if isinstance(reply, ContinueReply):
         return Continue(
-            *head, state.position, reply.selection_reasoning, reply.progress_summary, reply.all_tasks_complete
+            **head,
+            position=state.position,
+            selection_reasoning=reply.selection_reasoning,
+            progress_summary=reply.progress_summary,
+            all_tasks_complete=reply.all_tasks_complete,
         )
     _check_current(reply.todo_id_to_execute, state, "todo_id_to_execute")
     route_id = reply.selected_route_id or None  # an empty string is no route
@@ -128,26 +129,28 @@ def decision(
             f"step `{step.id}` does not allow the generic agent (`generic off`); choose a route"
         )
     return Delegate(
-        *head,
-        state.position,
-        route_id,
-        reply.use_generic_agent,
-        reply.instructions_to_sub_agent,
-        reply.success_criteria_for_sub_agent,
-        reply.selection_reasoning,
-        reply.progress_summary,
-        reply.all_tasks_complete,
+        **head,
+        position=state.position,
+        selected_route_id=route_id,
+        use_generic_agent=reply.use_generic_agent,
+        instructions_to_sub_agent=reply.instructions_to_sub_agent,
+        success_criteria_for_sub_agent=reply.success_criteria_for_sub_agent,
+        selection_reasoning=reply.selection_reasoning,
+        progress_summary=reply.progress_summary,
+        all_tasks_complete=reply.all_tasks_complete,
     )
 
 
 def sub_agent(
-    head: Head, step: RunStep, state: ProcessState, reply: WorkReply | FailedReply, files: Files
+    head: Head, step: RunStep, state: ProcessState, reply: WorkReply | SubAgentFailedReply, files: Files
 ) -> Entry:
     """The entry of the delegated sub-agent's answer: done (prevalidated for a route) or failed."""
     delegation = state.delegation
     assert delegation is not None
-    if isinstance(reply, FailedReply):
-        return SubAgentFailed(*head, delegation.position, delegation.agent, reply.failed)
+    if isinstance(reply, SubAgentFailedReply):
+        return SubAgentFailed(
+            **head, position=delegation.position, agent=delegation.agent, failed=reply.failed
+        )
     return _done(head, step, state, reply.evidence, reply.progress_execution_outcome, files)
 
 
@@ -155,11 +158,16 @@ def _done(head: Head, step: RunStep, state: ProcessState, evidence: str, outcome
     delegation = state.delegation
     assert delegation is not None
     route = step.route(delegation.agent)
-    if route is None:  # the generic agent: no prevalidation, no learning
-        return SubAgentDone(*head, delegation.position, GENERIC, evidence, outcome, True, None, ())
-    checked = files.prevalidate(route.step.expected_files)
-    return SubAgentDone(
-        *head, delegation.position, route.id, evidence, outcome, checked.passed, checked.reason, checked.files
+    checked = files.prevalidate(route.step.expected_files) if route is not None else None
+    return SubAgentDone(  # the generic agent's: no prevalidation, no learning
+        **head,
+        position=delegation.position,
+        agent=route.id if route is not None else GENERIC,
+        evidence=evidence,
+        progress_execution_outcome=outcome,
+        passed=checked.passed if checked is not None else True,
+        reason=checked.reason if checked is not None else None,
+        files=checked.files if checked is not None else (),
     )
 
 
@@ -167,25 +175,27 @@ def tool(
     head: Head,
     step: RunStep,
     state: ProcessState,
-    reply: CreateReply | UpdateReply | CompleteTodo,
+    reply: CreateTodoReply | UpdateTodoReply | CompleteTodoReply,
     files: Files,
 ) -> Entry:
     """The entry of a todo tool call (`create_todo`, `update_todo`, `complete_todo`)."""
     delegated = state.node == "delegated"
     agent = state.delegation.agent if delegated and state.delegation else ORCHESTRATOR
-    if isinstance(reply, CreateReply):
+    if isinstance(reply, CreateTodoReply):
         if step.kind != "todo_task":
             raise InvalidReply(
                 f"create_todo: step `{step.id}` is a regular step, one task; it takes no todos"
             )
         if state.total >= MAX_TASKS:
             raise InvalidReply(f"create_todo: the checklist holds {state.total} tasks; at most {MAX_TASKS}")
-        return CreateTodo(*head, reply.title, reply.description, reply.priority)
-    if isinstance(reply, CompleteTodo):
+        return CreateTodo(**head, title=reply.title, description=reply.description, priority=reply.priority)
+    if isinstance(reply, CompleteTodoReply):
         _check_current(reply.todo_id, state, "todo_id", delegated)
         if delegated:
             return _done(head, step, state, reply.evidence, reply.result, files)
-        return Confirm(*head, state.position, reply.evidence, reply.result)
+        return Confirm(
+            **head, position=state.position, evidence=reply.evidence, progress_execution_outcome=reply.result
+        )
     position = _position(reply.todo_id, state)
     if delegated and position != state.position:
         raise InvalidReply(
@@ -198,7 +208,7 @@ def tool(
         raise InvalidReply(
             "update_todo changes `status` (in_progress or blocked) or `notes`; it was given neither"
         )
-    return UpdateTodo(*head, position, reply.status, reply.notes, agent)
+    return UpdateTodo(**head, position=position, status=reply.status, notes=reply.notes, agent=agent)
 
 
 def _position(given: str, state: ProcessState) -> int:

@@ -133,13 +133,13 @@ class CompleteReply(_Decision):
 Decision = Annotated[DelegateReply | ContinueReply | CompleteReply, Field(discriminator="next_action")]
 
 
-class SubAgentFailed(_Reply):
+class SubAgentFailedReply(_Reply):
     """At delegated: the sub-agent gives the todo back, undone."""
 
     failed: Outcome = Field(description="Why the todo could not be done (1-500 characters).")
 
 
-class CreateTodo(_Reply):
+class CreateTodoReply(_Reply):
     """create_todo: a new task at the end of the checklist (positions stay as they are)."""
 
     title: Text = Field(description="The work to do (the task's action, 1-1,000 characters).")
@@ -147,7 +147,7 @@ class CreateTodo(_Reply):
     priority: Literal["high", "medium", "low"] = Field(default="medium", description="Display only.")
 
 
-class UpdateTodo(_Reply):
+class UpdateTodoReply(_Reply):
     """update_todo: a todo's status (in_progress or blocked) and notes; nothing else."""
 
     todo_id: TodoId = Field(description="The todo, `todo_<N>`.")
@@ -155,7 +155,7 @@ class UpdateTodo(_Reply):
     notes: Outcome | None = Field(default=None, description="Why (1-500 characters).")
 
 
-class CompleteTodo(_Reply):
+class CompleteTodoReply(_Reply):
     """complete_todo: the evidence-gated confirmation of the current todo."""
 
     todo_id: TodoId = Field(description="The current todo, `todo_<N>`.")
@@ -164,9 +164,9 @@ class CompleteTodo(_Reply):
 
 
 TOOLS: dict[str, type[_Reply]] = {
-    "create_todo": CreateTodo,
-    "update_todo": UpdateTodo,
-    "complete_todo": CompleteTodo,
+    "create_todo": CreateTodoReply,
+    "update_todo": UpdateTodoReply,
+    "complete_todo": CompleteTodoReply,
 }
 
 Reply = (
@@ -177,10 +177,10 @@ Reply = (
     | DelegateReply
     | ContinueReply
     | CompleteReply
-    | SubAgentFailed
-    | CreateTodo
-    | UpdateTodo
-    | CompleteTodo
+    | SubAgentFailedReply
+    | CreateTodoReply
+    | UpdateTodoReply
+    | CompleteTodoReply
 )
 
 
@@ -219,7 +219,7 @@ def parse_reply(node: str, data: Any, orchestrated: bool = True) -> Reply:
         else:
             model = TeleportReply if "teleportTo" in data else WorkReply
     elif node == "delegated":
-        model = SubAgentFailed if "failed" in data else WorkReply
+        model = SubAgentFailedReply if "failed" in data else WorkReply
     elif node == "revise":
         model = RevisionReply
     else:
@@ -323,3 +323,33 @@ def _path(loc: tuple[Any, ...]) -> str:
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "reply"
+
+
+# -- the replies' JSON Schemas, as tools show them to a model (the MCP server's tools and
+# the LLM agent's are generated from the very models the engine validates with) ----------
+
+
+def model_properties(model: type[BaseModel]) -> tuple[dict[str, Any], list[str]]:
+    """A model's properties as a tool's input schema shows them: references inlined, no
+    titles, a description on the property itself (not inside an `anyOf` branch)."""
+    schema = model.model_json_schema()
+    definitions = schema.get("$defs", {})
+    found = {name: clean(value, definitions) for name, value in schema["properties"].items()}
+    return found, list(schema.get("required", []))
+
+
+def clean(value: Any, definitions: dict[str, Any]) -> Any:
+    if isinstance(value, dict):
+        if "$ref" in value:
+            value = {
+                **definitions[value["$ref"].rsplit("/", 1)[-1]],
+                **{k: v for k, v in value.items() if k != "$ref"},
+            }
+        out = {k: clean(v, definitions) for k, v in value.items() if k not in ("title", "$defs")}
+        for branch in out.get("anyOf", []):  # hoist a branch's description to the property
+            if isinstance(branch, dict) and "description" in branch:
+                out.setdefault("description", branch.pop("description"))
+        return out
+    if isinstance(value, list):
+        return [clean(item, definitions) for item in value]
+    return value

@@ -19,7 +19,7 @@ them.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cache, lru_cache
 from typing import Any, NamedTuple
 
@@ -245,96 +245,179 @@ def leave(plan: RunPlan, state: ProcessState, at: str) -> ProcessState:
 def settle(plan: RunPlan, state: ProcessState, entry: Entry) -> ProcessState:
     """The entry's own step after the entry: its node is `end`/`done` if the step is complete."""
     assert state.step_id is not None, "a finished process takes no entries"
-    step = plan.step(state.step_id)
-    at = entry.at
-    counted = replace(
-        state,
-        seq=state.seq + 1,
-        agent_replies=state.agent_replies + (entry.by == "agent"),
-        turns=state.turns + _is_turn(entry, state),
+    counted: Changes = {
+        "seq": state.seq + 1,
+        "agent_replies": state.agent_replies + (entry.by == "agent"),
+        "turns": state.turns + _is_turn(entry, state),
+    }
+    return _SETTLE[type(entry)](plan, plan.step(state.step_id), state, entry, counted)
+
+
+Changes = dict[str, Any]  # fields of the state an entry changes, applied in one copy
+Settle = Callable[[RunPlan, RunStep, ProcessState, Any, Changes], ProcessState]
+_SETTLE: dict[type[Any], Settle] = {}  # one handler per entry kind: how it changes the state
+
+
+def _settles(kind: type[Any]) -> Callable[[Settle], Settle]:
+    def add(handler: Settle) -> Settle:
+        _SETTLE[kind] = handler
+        return handler
+
+    return add
+
+
+def settled_kinds() -> frozenset[type[Any]]:
+    """The entry kinds `settle` has a handler for (a test holds it equal to `entries.KINDS`)."""
+    return frozenset(_SETTLE)
+
+
+@_settles(SubmitTasks)
+def _submit_tasks(
+    plan: RunPlan, step: RunStep, state: ProcessState, entry: SubmitTasks, counted: Changes
+) -> ProcessState:
+    """The step's ready checklist, passed on unchanged, or the agent's."""
+    tasks = step.ready_tasks if entry.tasks is None else entry.tasks
+    assert tasks is not None, f"step `{step.id}` has no ready checklist to pass on"
+    progress = Progress(entry.progress_checklist_outcome, state.progress.work, (PENDING,) * len(tasks))
+    fresh = {"tasks": tasks, "progress": progress, "times": ((entry.at, entry.at),) * len(tasks), "marks": ()}
+    return _moved(step, state, "submit_tasks", 1, counted | fresh)
+
+
+@_settles(Confirm)
+def _confirm(
+    plan: RunPlan, step: RunStep, state: ProcessState, entry: Confirm, counted: Changes
+) -> ProcessState:
+    done = _confirmed(state, entry.progress_execution_outcome, entry.at)
+    return _moved(step, state, "confirm", state.position + 1, counted | done)
+
+
+@_settles(Teleport)
+def _teleport(
+    plan: RunPlan, step: RunStep, state: ProcessState, entry: Teleport, counted: Changes
+) -> ProcessState:
+    return _moved(step, state, "teleport_revise_tasks", state.position, counted)
+
+
+@_settles(Revise)
+def _revise(
+    plan: RunPlan, step: RunStep, state: ProcessState, entry: Revise, counted: Changes
+) -> ProcessState:
+    kept = unchanged_prefix(state, entry.tasks, entry.resume_from_task)
+    fresh = len(entry.tasks) - kept
+    results = (*state.progress.results[:kept], *(PENDING,) * fresh)
+    revised = {
+        "tasks": entry.tasks,
+        "progress": Progress(entry.progress_checklist_outcome, entry.progress_execution_outcome, results),
+        "times": (*state.times[:kept], *((entry.at, entry.at),) * fresh),
+        "marks": state.marks[:kept],
+    }
+    return _moved(step, state, "submit_revision", entry.resume_from_task, counted | revised)
+
+
+@_settles(Delegate)
+def _delegate(
+    plan: RunPlan, step: RunStep, state: ProcessState, entry: Delegate, counted: Changes
+) -> ProcessState:
+    delegation = Delegation(
+        position=entry.position,
+        agent=entry.agent,
+        instructions=entry.instructions_to_sub_agent,
+        success_criteria=entry.success_criteria_for_sub_agent,
+        iteration=counted["turns"],
+        seq=entry.seq,
     )
-    progress = state.progress
-    match entry:
-        case SubmitTasks():  # the step's ready checklist, passed on unchanged, or the agent's
-            tasks = step.ready_tasks if entry.tasks is None else entry.tasks
-            assert tasks is not None, f"step `{step.id}` has no ready checklist to pass on"
-            progress = Progress(entry.progress_checklist_outcome, progress.work, (PENDING,) * len(tasks))
-            fresh = replace(counted, tasks=tasks, progress=progress, times=((at, at),) * len(tasks), marks=())
-            return _moved(step, fresh, "submit_tasks", 1)
-        case Confirm():
-            return _moved(
-                step, _confirmed(counted, entry.progress_execution_outcome, at), "confirm", state.position + 1
-            )
-        case Teleport():
-            return _moved(step, counted, "teleport_revise_tasks", state.position)
-        case Revise():
-            kept = unchanged_prefix(state, entry.tasks, entry.resume_from_task)
-            results = (*progress.results[:kept], *(PENDING,) * (len(entry.tasks) - kept))
-            times = (*state.times[:kept], *((at, at),) * (len(entry.tasks) - kept))
-            progress = Progress(entry.progress_checklist_outcome, entry.progress_execution_outcome, results)
-            revised = replace(
-                counted, tasks=entry.tasks, progress=progress, times=times, marks=state.marks[:kept]
-            )
-            return _moved(step, revised, "submit_revision", entry.resume_from_task)
-        case Delegate():
-            delegation = Delegation(
-                entry.position,
-                entry.agent,
-                entry.instructions_to_sub_agent,
-                entry.success_criteria_for_sub_agent,
-                counted.turns,
-                entry.seq,
-            )
-            marks = state.with_mark(entry.position, assigned=entry.agent)
-            return _moved(
-                step, replace(counted, delegation=delegation, marks=marks), "delegate", state.position
-            )
-        case SubAgentDone() if entry.passed:
-            done = _confirmed(counted, entry.progress_execution_outcome, at)
-            returned = Returned(entry.position, entry.agent, True, None, entry.seq)
-            return _moved(
-                step,
-                replace(done, delegation=None, returned=returned),
-                "accept_delegation",
-                state.position + 1,
-            )
-        case SubAgentDone() | SubAgentFailed():
-            reason = entry.reason if isinstance(entry, SubAgentDone) else entry.failed
-            returned = Returned(entry.position, entry.agent, False, reason, entry.seq)
-            back = replace(counted, delegation=None, returned=returned)
-            return _moved(step, back, "return_delegation", state.position)
-        case CreateTodo():
-            task = Task(entry.title, entry.description, (), entry.priority)
-            results = (*progress.results, PENDING)
-            return replace(
-                counted,
-                tasks=(*state.tasks, task),
-                progress=replace(progress, results=results),
-                times=(*state.times, (at, at)),
-            )
-        case UpdateTodo():
-            changes: dict[str, Any] = {}
-            if entry.status is not None:
-                changes["status"] = entry.status
-            if entry.notes is not None:
-                changes["notes"] = entry.notes
-            return replace(
-                counted,
-                marks=state.with_mark(entry.position, **changes),
-                times=_touched(state, entry.position, at),
-            )
-        case Continue():
-            return counted
-        case RaiseTurns():
-            return replace(counted, turns_allowed=entry.execution_max_turns)
-        case LlmCall():
-            spent = (state.tokens[0] + entry.prompt_tokens, state.tokens[1] + entry.completion_tokens)
-            return replace(counted, tokens=spent)
-        case FastPathStarted():
-            return replace(counted, fast_path="running")
-        case FastPathFailed():  # a fresh start: nothing of the script's attempt carries over
-            fresh = _enter(plan, step.id, counted, at)
-            return replace(fresh, fast_path="failed", seq=counted.seq, agent_replies=counted.agent_replies)
+    marks = state.with_mark(entry.position, assigned=entry.agent)
+    return _moved(
+        step, state, "delegate", state.position, counted | {"delegation": delegation, "marks": marks}
+    )
+
+
+@_settles(SubAgentDone)
+def _sub_agent_done(
+    plan: RunPlan, step: RunStep, state: ProcessState, entry: SubAgentDone, counted: Changes
+) -> ProcessState:
+    """A sub-agent's answer: prevalidated, it confirms the todo; else the todo goes back."""
+    returned = Returned(entry.position, entry.agent, entry.passed, entry.reason, entry.seq)
+    back = counted | {"delegation": None, "returned": returned}
+    if not entry.passed:
+        return _moved(step, state, "return_delegation", state.position, back)
+    done = _confirmed(state, entry.progress_execution_outcome, entry.at)
+    return _moved(step, state, "accept_delegation", state.position + 1, back | done)
+
+
+@_settles(SubAgentFailed)
+def _sub_agent_failed(
+    plan: RunPlan, step: RunStep, state: ProcessState, entry: SubAgentFailed, counted: Changes
+) -> ProcessState:
+    returned = Returned(entry.position, entry.agent, False, entry.failed, entry.seq)
+    return _moved(
+        step, state, "return_delegation", state.position, counted | {"delegation": None, "returned": returned}
+    )
+
+
+@_settles(CreateTodo)
+def _create_todo(
+    plan: RunPlan, step: RunStep, state: ProcessState, entry: CreateTodo, counted: Changes
+) -> ProcessState:
+    task = Task(entry.title, entry.description, (), entry.priority)
+    progress = replace(state.progress, results=(*state.progress.results, PENDING))
+    created = {
+        "tasks": (*state.tasks, task),
+        "progress": progress,
+        "times": (*state.times, (entry.at, entry.at)),
+    }
+    return replace(state, **counted, **created)
+
+
+@_settles(UpdateTodo)
+def _update_todo(
+    plan: RunPlan, step: RunStep, state: ProcessState, entry: UpdateTodo, counted: Changes
+) -> ProcessState:
+    marked: Changes = {}
+    if entry.status is not None:
+        marked["status"] = entry.status
+    if entry.notes is not None:
+        marked["notes"] = entry.notes
+    marks = state.with_mark(entry.position, **marked)
+    return replace(state, **counted, marks=marks, times=_touched(state, entry.position, entry.at))
+
+
+@_settles(Continue)
+def _continue(
+    plan: RunPlan, step: RunStep, state: ProcessState, entry: Continue, counted: Changes
+) -> ProcessState:
+    return replace(state, **counted)
+
+
+@_settles(RaiseTurns)
+def _raise_turns(
+    plan: RunPlan, step: RunStep, state: ProcessState, entry: RaiseTurns, counted: Changes
+) -> ProcessState:
+    return replace(state, **counted, turns_allowed=entry.execution_max_turns)
+
+
+@_settles(LlmCall)
+def _llm_call(
+    plan: RunPlan, step: RunStep, state: ProcessState, entry: LlmCall, counted: Changes
+) -> ProcessState:
+    spent = (state.tokens[0] + entry.prompt_tokens, state.tokens[1] + entry.completion_tokens)
+    return replace(state, **counted, tokens=spent)
+
+
+@_settles(FastPathStarted)
+def _fast_path_started(
+    plan: RunPlan, step: RunStep, state: ProcessState, entry: FastPathStarted, counted: Changes
+) -> ProcessState:
+    return replace(state, **counted, fast_path="running")
+
+
+@_settles(FastPathFailed)
+def _fast_path_failed(
+    plan: RunPlan, step: RunStep, state: ProcessState, entry: FastPathFailed, counted: Changes
+) -> ProcessState:
+    """A fresh start: nothing of the script's attempt carries over."""
+    fresh = _enter(plan, step.id, state, entry.at)
+    return replace(fresh, fast_path="failed", seq=counted["seq"], agent_replies=counted["agent_replies"])
 
 
 def _is_turn(entry: Entry, state: ProcessState) -> bool:
@@ -346,15 +429,18 @@ def _is_turn(entry: Entry, state: ProcessState) -> bool:
     return actor(entry, state) == ORCHESTRATOR
 
 
-def _confirmed(state: ProcessState, outcome: str, at: str) -> ProcessState:
+def _confirmed(state: ProcessState, outcome: str, at: str) -> Changes:
     """The current task done: its result and time recorded, its mark's status cleared."""
     index = state.position - 1
     results = (*state.progress.results[:index], outcome, *state.progress.results[index + 1 :])
-    progress = Progress(state.progress.checklist, outcome, results)
     marks = (
         state.with_mark(state.position, status=None) if state.position <= len(state.marks) else state.marks
     )
-    return replace(state, progress=progress, times=_touched(state, state.position, at), marks=marks)
+    return {
+        "progress": Progress(state.progress.checklist, outcome, results),
+        "times": _touched(state, state.position, at),
+        "marks": marks,
+    }
 
 
 def _touched(state: ProcessState, position: int, at: str) -> tuple[tuple[str, str], ...]:
@@ -371,11 +457,13 @@ def unchanged_prefix(state: ProcessState, tasks: tuple[Task, ...], resume: int) 
     return kept
 
 
-def _moved(step: RunStep, state: ProcessState, event: str, position: int) -> ProcessState:
-    """`state` (the entry folded in) at the node the step's machine moves to on `event`."""
-    target = move(step.kind, state.node, event, position <= len(state.tasks))
+def _moved(step: RunStep, state: ProcessState, event: str, position: int, changes: Changes) -> ProcessState:
+    """`state` with the entry's changes, at the node the step's machine moves to on `event`
+    (one copy of the state per entry)."""
+    tasks = changes.get("tasks", state.tasks)
+    target = move(step.kind, state.node, event, position <= len(tasks))
     assert target is not None, f"{event} is not allowed at {state.node}"
-    return replace(state, node=target, position=position)
+    return replace(state, **changes, node=target, position=position)
 
 
 def _enter(plan: RunPlan, step_id: str, state: ProcessState, at: str) -> ProcessState:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -152,9 +153,10 @@ def test_fmt_leaves_a_broken_file_alone(tmp_path: Path) -> None:
     assert path.read_text() == BROKEN
 
 
-def test_version() -> None:
+def test_version_is_the_one_pyproject_declares() -> None:
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
     result = run_cli("--version")
-    assert (result.returncode, result.stdout.strip()) == (0, "todoflow 0.1.0")
+    assert (result.returncode, result.stdout.strip()) == (0, f"todoflow {declared}")
 
 
 def test_compile_writes_every_artifact(tmp_path: Path) -> None:

@@ -204,7 +204,9 @@ def _started_by(engine: Engine, runner: str | None) -> None:
     directive = engine.step(intake.attempt_id, reply, "caller")
     engine.journal(
         directive.attempt_id,
-        lambda seq, at: FastPathStarted(seq, at, "driver", "convert-all", "0" * 64, runner),
+        lambda seq, at: FastPathStarted(
+            seq=seq, at=at, by="driver", step="convert-all", script_sha256="0" * 64, runner=runner
+        ),
     )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 
 from todoflow.compiler.formats import schema
-from todoflow.runtime.agents.scripted import HumanAgent
+from todoflow.runtime.agents.human import HumanAgent
 
 from .conftest import ROOT, run_cli
 from .runtime_helpers import intake, read_journal, start, walk

@@ -55,6 +55,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help=QUIET)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
+    _source_verbs(commands)
+    _analysis_verbs(commands)
+    _plan_verbs(commands)
+    runs.add_parsers(commands)
+    commands.add_parser("lsp", help="run the language server for editors (stdio)")
+    completion = commands.add_parser("completion", help="print the shell completion script of a shell")
+    completion.add_argument("shell", choices=["bash", "zsh", "fish"])
+    for verb in commands.choices.values():  # given after the verb too; unset there, the global value holds
+        verb.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET)
+    return parser
+
+
+def _source_verbs(commands: Any) -> None:
+    """`check`, `fmt`, `compile`, `graph`: the verbs over a workflow's source."""
     check = commands.add_parser("check", help="report every error and warning in .todoflow files")
     check.add_argument("files", nargs="+", metavar="FILE", help="files or folders to check (`-` for stdin)")
     check.add_argument(
@@ -101,11 +115,17 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("--step", metavar="ID", help="draw one step's own machine")
     graph.add_argument("--notes", action="store_true", help="print the notes too, as `check` does")
 
+
+def _analysis_verbs(commands: Any) -> None:
+    """`schema`, `diff`, `paths`: formats, changes and the machine's paths."""
     schema = commands.add_parser("schema", help="print the JSON Schema of a file format")
     schema.add_argument("name", choices=["plan", "step-config", "todos", "diff", "replay"])
 
     _add_before_you_run(commands)
 
+
+def _plan_verbs(commands: Any) -> None:
+    """`decompile`, `migrate`: plans made elsewhere."""
     decompile = commands.add_parser("decompile", help="write the .todoflow source of a plan.json")
     decompile.add_argument("plan", metavar="PLAN.json")
     decompile.add_argument(
@@ -129,14 +149,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--learnings", metavar="DIR", help="the learnings folder, to rename inner-id folders"
     )
     migrate.add_argument("--write", action="store_true", help="apply the changes (default: only list them)")
-
-    runs.add_parsers(commands)
-    commands.add_parser("lsp", help="run the language server for editors (stdio)")
-    completion = commands.add_parser("completion", help="print the shell completion script of a shell")
-    completion.add_argument("shell", choices=["bash", "zsh", "fish"])
-    for verb in commands.choices.values():  # given after the verb too; unset there, the global value holds
-        verb.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET)
-    return parser
 
 
 def _add_before_you_run(commands: Any) -> None:

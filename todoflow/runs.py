@@ -24,16 +24,35 @@ from todoflow.dsl.diagnostics import render_all
 from todoflow.runtime import RUN_DIR
 
 if TYPE_CHECKING:
+    from todoflow.runtime.agents.base import Agent
+    from todoflow.runtime.agents.spec import AgentSpec
     from todoflow.runtime.engine import Engine
+    from todoflow.runtime.llm_choice import LlmChoices
+    from todoflow.runtime.plan import RunPlan
     from todoflow.runtime.store.base import Runs
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_RESUMABLE = 0, 1, 2, 3
-AGENTS = "`human` (the default), `scripted:REPLIES.yaml` or `llm`"
 STORE = "TODOFLOW_STORE"  # the store location when neither --store nor --run-dir is given
 
 
 def add_parsers(commands: Any) -> None:
     """The verbs over runs, on the CLI's subcommand parser."""
+    verbs = [_run_parser(commands), _serve_parser(commands), *_view_parsers(commands)]
+    for verb in verbs:
+        verb.add_argument(
+            "--store", metavar="URL", help=f"runs in a PostgreSQL database, postgresql://… (or ${STORE})"
+        )
+
+    db = commands.add_parser(
+        "db", help="the PostgreSQL store: its schema; moving runs to and from run folders"
+    )
+    db.add_argument("action", choices=["init", "migrate", "export", "import"])
+    db.add_argument("process_id", nargs="?", metavar="RUN", help="for export and import: the run")
+    db.add_argument("--store", metavar="URL", help=f"the database, postgresql://… (or ${STORE})")
+    db.add_argument("--run-dir", metavar="DIR", help=f"the run folders' folder (default {RUN_DIR})")
+
+
+def _run_parser(commands: Any) -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a workflow, or resume a run")
     run.add_argument("file", nargs="?", metavar="FILE", help="the workflow to run")
     run.add_argument(
@@ -64,7 +83,10 @@ def add_parsers(commands: Any) -> None:
         help="learn_code: a missing or failing main.py is an error, with no fallback to the orchestrator",
     )
     run.add_argument("--show-prompts", action="store_true", help="print each directive's rendered prompt")
+    return run  # type: ignore[no-any-return]
 
+
+def _serve_parser(commands: Any) -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="serve workflows to MCP clients over stdio")
     serve.add_argument("folders", nargs="*", metavar="FLOWS_DIR", help="folders of .todoflow workflows")
     serve.add_argument("--run-dir", metavar="DIR", help=f"where runs live (default {RUN_DIR})")
@@ -76,7 +98,11 @@ def add_parsers(commands: Any) -> None:
         metavar="DIR",
         help="where runs' steps read and write files (default: the working folder)",
     )
+    return serve  # type: ignore[no-any-return]
 
+
+def _view_parsers(commands: Any) -> list[argparse.ArgumentParser]:
+    """`status`, `log`, `report`, `learnings`: the verbs that look at runs."""
     status = commands.add_parser("status", help="list runs, or show one run's card")
     status.add_argument("process_id", nargs="?", metavar="PROCESS_ID")
     status.add_argument("--run-dir", metavar="DIR")
@@ -112,47 +138,24 @@ def add_parsers(commands: Any) -> None:
     )
     learnings.add_argument("--step", metavar="SUB_STEP_ID", help="list one sub-step's learnings")
     learnings.add_argument("--json", action="store_true")
-    for verb in (run, serve, status, log, report, learnings):
-        verb.add_argument(
-            "--store", metavar="URL", help=f"runs in a PostgreSQL database, postgresql://… (or ${STORE})"
-        )
-
-    db = commands.add_parser(
-        "db", help="the PostgreSQL store: its schema; moving runs to and from run folders"
-    )
-    db.add_argument("action", choices=["init", "migrate", "export", "import"])
-    db.add_argument("process_id", nargs="?", metavar="RUN", help="for export and import: the run")
-    db.add_argument("--store", metavar="URL", help=f"the database, postgresql://… (or ${STORE})")
-    db.add_argument("--run-dir", metavar="DIR", help=f"the run folders' folder (default {RUN_DIR})")
+    return [status, log, report, learnings]
 
 
 def run(args: argparse.Namespace) -> int:
+    from todoflow.runtime.agents.spec import AgentError, AgentSpec
+
     if bool(args.file) == bool(args.resume):
         print("todoflow: error: give a workflow FILE to run, or --resume PROCESS_ID", file=sys.stderr)
         return EXIT_USAGE
-    if args.agent is not None and _agent_kind(args.agent) is None:
-        print(f"todoflow: error: unknown agent `{args.agent}`; use {AGENTS}", file=sys.stderr)
+    try:
+        spec = AgentSpec.parse(args.agent) if args.agent is not None else None
+    except AgentError as error:
+        print(f"todoflow: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    return _resume(args) if args.resume else _start(args)
+    return _resume(args, spec) if args.resume else _start(args, spec or AgentSpec("human"))
 
 
-def _agent_kind(spec: str) -> str | None:
-    if spec in ("human", "llm"):
-        return spec
-    if spec.startswith("scripted:") and spec.removeprefix("scripted:"):
-        return "scripted"
-    return None
-
-
-def _recorded(spec: str) -> str:
-    """The agent as the run records it: a script by its resolved path (resume may run
-    from another folder)."""
-    if spec.startswith("scripted:"):
-        return f"scripted:{Path(spec.removeprefix('scripted:')).resolve()}"
-    return spec
-
-
-def _start(args: argparse.Namespace) -> int:
+def _start(args: argparse.Namespace, spec: AgentSpec) -> int:
     from todoflow.runtime import process
     from todoflow.runtime.definition import read_definition, ready_checklists
     from todoflow.runtime.llm_choice import choices_from
@@ -162,37 +165,38 @@ def _start(args: argparse.Namespace) -> int:
     sys.stderr.write(render_all(reading.diagnostics, reading.sources))
     if reading.definition is None:
         return EXIT_ERRORS
+    definition = reading.definition
     ready = None
     if args.tasks:
         tasks = Path(args.tasks)
-        ready, notes = ready_checklists(reading.definition, _read_json(tasks), tasks.name)
+        ready, notes = ready_checklists(definition, _read_json(tasks), tasks.name)
         for step_id, note in notes:
             print(f"note: step `{step_id}`: {note}", file=sys.stderr)
-    agent = _recorded(args.agent or "human")
     llms = choices_from(args.preset_llm, args.llm)
-    if agent == "llm":  # every agent has a model it can reach, or nothing starts
-        from todoflow.runtime.agents.llm_config import check_plan, load_config
+    folder = Path(definition.source).parent
+    if spec.kind == "llm":  # the models of the options, the environment, then the configuration
+        from todoflow.runtime.agents.llm_config import load_config
 
-        config = load_config(Path.cwd(), args.llm, args.preset_llm)
-        check_plan(reading.definition.plan, config)
-        llms = config.choices
+        llms = load_config(folder, args.llm, args.preset_llm).choices
+    agent = _agent(spec, definition.plan, llms, Path(args.workspace), folder)  # before anything is made
     runs = runs_at(where(args))
     engine = process.start(
-        reading.definition,
+        definition,
         runs,
         workspace=Path(args.workspace),
         ready=ready,
         learnings=Path(args.learnings) if args.learnings else None,
         llms=llms,
-        agent=agent,
+        agent=str(spec),
         fast_path_only=args.fast_path_only,
     )
     print(f"started {engine.process_id} ({_shown(where(args), engine.process_id)})", file=sys.stderr)
     return _drive(args, runs, engine, agent)
 
 
-def _resume(args: argparse.Namespace) -> int:
+def _resume(args: argparse.Namespace, given: AgentSpec | None) -> int:
     from todoflow.runtime import process
+    from todoflow.runtime.agents.spec import AgentSpec
     from todoflow.runtime.store.base import runs_at
 
     runs = runs_at(where(args))
@@ -206,6 +210,14 @@ def _resume(args: argparse.Namespace) -> int:
         )
         return EXIT_ERRORS
     engine = process.open_process(runs, args.resume)[0]
+    spec = given or AgentSpec.parse(meta.agent or "human")
+    folder = Path(meta.source).parent if Path(meta.source).is_absolute() else Path(meta.workspace)
+    try:
+        engine.directive()  # a damaged run is refused first, saying what is wrong
+        agent = _agent(spec, engine.plan, engine.llms, engine.workspace, folder)
+    except BaseException:
+        engine.close()
+        raise
     engine.repair()
     if args.max_turns is not None:
         directive = engine.directive()
@@ -215,21 +227,20 @@ def _resume(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     args.fast_path_only = args.fast_path_only or meta.fast_path_only
-    return _drive(args, runs, engine, _recorded(args.agent) if args.agent else meta.agent or "human")
+    return _drive(args, runs, engine, agent)
 
 
-def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, spec: str) -> int:
+def _agent(spec: AgentSpec, plan: RunPlan, llms: LlmChoices, workspace: Path, folder: Path) -> Agent:
+    from todoflow.runtime.agents.spec import make_agent
+
+    return make_agent(spec, plan, llms, workspace=workspace, config=folder, terminal=(sys.stdin, sys.stdout))
+
+
+def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -> int:
     from todoflow.runtime.agents.driver import drive
-    from todoflow.runtime.agents.scripted import HumanAgent, ScriptedAgent
+    from todoflow.runtime.agents.scripted import ScriptedAgent
 
     with engine, runs.driving(engine.process_id):
-        agent: Any
-        if spec.startswith("scripted:"):
-            agent = ScriptedAgent.from_file(Path(spec.removeprefix("scripted:")), engine.workspace)
-        elif spec == "llm":
-            agent = _llm_agent(engine)
-        else:
-            agent = HumanAgent(sys.stdin, sys.stdout)
         outcome = drive(engine, agent, sys.stdout, args.show_prompts, args.fast_path_only)
         left = (
             agent.unused(engine.directive())
@@ -243,22 +254,6 @@ def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, spec: str) -> i
     command = ["todoflow", "run", "--resume", engine.process_id, *_location_options(args)]
     print(f"resume with: {shlex.join(command)}", file=sys.stderr)
     return EXIT_ERRORS if outcome == "refused" else EXIT_RESUMABLE
-
-
-def _llm_agent(engine: Engine) -> Any:
-    """The LLM agent over the run's models (recorded at its start) and the providers of
-    the working folder's configuration, checked before the first call."""
-    try:
-        import openai  # noqa: F401
-    except ImportError:
-        raise UnreadableError("`--agent llm` needs the openai package: pip install 'todoflow[llm]'") from None
-    from todoflow.runtime.agents.llm import LlmAgent
-    from todoflow.runtime.agents.llm_config import LlmConfig, check_plan, load_config
-
-    config = load_config(Path.cwd(), None, None)
-    config = LlmConfig(config.providers, engine.llms)
-    check_plan(engine.plan, config)
-    return LlmAgent(config)
 
 
 def _read_json(path: Path) -> Any:

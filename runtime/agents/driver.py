@@ -15,7 +15,7 @@ from ..directive import Directive
 from ..engine import Engine, Refusal
 from ..views.card import card_text
 from . import fast_path
-from .scripted import Agent, Blocked, Stop
+from .base import Agent, Blocked, Stop
 
 
 def drive(

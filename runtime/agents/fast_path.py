@@ -114,7 +114,10 @@ def interrupted(engine: Engine, step: RunStep) -> None:
     (the script is not run twice into one checklist)."""
     directive = engine.directive()
     reason = "the fast path was interrupted (the run stopped while it ran)"
-    engine.journal(directive.attempt_id, lambda seq, at: FastPathFailed(seq, at, "driver", step.id, reason))
+    engine.journal(
+        directive.attempt_id,
+        lambda seq, at: FastPathFailed(seq=seq, at=at, by="driver", step=step.id, reason=reason),
+    )
 
 
 def abandoned(engine: Engine, here: bool) -> bool:
@@ -160,14 +163,18 @@ def run(
         problem = f"no {SCRIPT} for step `{step.id}` in the learnings folder"
         if fast_path_only:  # journaled, so the step starts afresh and a resume tries again
             engine.journal(
-                directive.attempt_id, lambda seq, at: FastPathFailed(seq, at, "driver", step.id, problem)
+                directive.attempt_id,
+                lambda seq, at: FastPathFailed(seq=seq, at=at, by="driver", step=step.id, reason=problem),
             )
             raise FastPathError(f"fast_path_only: {problem}")
         out.write(f"[{step.id}] learn_code: {problem}; the orchestrator runs the step\n")
         return False
     digest = hashlib.sha256(script.read_bytes()).hexdigest()
     engine.journal(
-        directive.attempt_id, lambda seq, at: FastPathStarted(seq, at, "driver", step.id, digest, RUNNER)
+        directive.attempt_id,
+        lambda seq, at: FastPathStarted(
+            seq=seq, at=at, by="driver", step=step.id, script_sha256=digest, runner=RUNNER
+        ),
     )
     out.write(f"[{step.id}] learn_code: running {script.name} (sha256 {digest[:12]}…)\n")
     if not step.expected_files:
@@ -182,7 +189,10 @@ def run(
     if step.id in current.state.completed_steps:  # the engine confirmed every todo: that stands
         out.write(f"[{step.id}] learn_code: {reason}, after the engine completed the step; it stands\n")
         return True
-    engine.journal(current.attempt_id, lambda seq, at: FastPathFailed(seq, at, "driver", step.id, reason))
+    engine.journal(
+        current.attempt_id,
+        lambda seq, at: FastPathFailed(seq=seq, at=at, by="driver", step=step.id, reason=reason),
+    )
     if fast_path_only:
         raise FastPathError(f"fast_path_only: the fast path of step `{step.id}` failed: {reason}")
     out.write(f"[{step.id}] learn_code failed ({reason}); the orchestrator starts the step afresh\n")

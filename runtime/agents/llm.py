@@ -37,17 +37,17 @@ from ..events import todos
 from ..llm_choice import Usage
 from ..plan import Llm
 from ..replies import (
-    CompleteTodo,
+    CompleteTodoReply,
     ContinueReply,
-    CreateTodo,
+    CreateTodoReply,
     DelegateReply,
     IntakeReply,
     RevisionReply,
-    UpdateTodo,
+    UpdateTodoReply,
+    model_properties,
 )
-from ..schemas import model_properties
+from .base import Answer, Stop
 from .llm_config import LlmConfig, endpoint, redact
-from .scripted import Answer, Stop
 
 MAX_REFUSALS = 5  # refused (or tool-less) answers in a row before the agent stops
 MAX_ROUNDS = 20  # model calls for one directive before the agent stops
@@ -96,11 +96,14 @@ TOOLS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
         "Your decision for the current todo (the TodoTaskResponse).",
         _decision_schema,
     ),
-    "create_todo": ("Append a todo at the end of the checklist.", lambda: _schema(CreateTodo)),
-    "update_todo": ("Set a todo's status (in_progress or blocked) and notes.", lambda: _schema(UpdateTodo)),
+    "create_todo": ("Append a todo at the end of the checklist.", lambda: _schema(CreateTodoReply)),
+    "update_todo": (
+        "Set a todo's status (in_progress or blocked) and notes.",
+        lambda: _schema(UpdateTodoReply),
+    ),
     "complete_todo": (
         "Confirm the current todo as done and checked, with concrete evidence (`result` is a short summary).",
-        lambda: _schema(CompleteTodo),
+        lambda: _schema(CompleteTodoReply),
     ),
     "list_todos": ("The checklist's todos and their statuses.", lambda: {"type": "object", "properties": {}}),
     "get_todo": ("One todo.", lambda: _schema(_TodoId)),

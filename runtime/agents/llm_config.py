@@ -5,9 +5,10 @@ A provider is an OpenAI-compatible Chat Completions endpoint: a base URL and the
 environment variable that holds its key. Built in: `openai` (the `openai` package's own
 `OPENAI_BASE_URL` and `OPENAI_API_KEY`), `vertex` and `gemini` (Gemini's OpenAI-compatible
 endpoint, `GEMINI_API_KEY`), `anthropic` (`ANTHROPIC_API_KEY`), and the local servers
-`ollama`, `llamacpp`, `vllm` (no key needed). `todoflow.toml` in the working folder (or
-`[tool.todoflow]` in its pyproject.toml) may add providers or change these, and name the
-run's default and preset models:
+`ollama`, `llamacpp`, `vllm` (no key needed). `todoflow.toml` (or `[tool.todoflow]` in a
+pyproject.toml), found from the workflow's own folder upwards (`config_folder`; never
+the working folder), may add providers or change these, and name the run's default and
+preset models:
 
     [llm]
     default = "ollama:qwen3:8b"
@@ -86,8 +87,9 @@ class LlmConfig:
 def load_config(
     folder: Path, default: str | None, preset: str | None, environ: Mapping[str, str] = os.environ
 ) -> LlmConfig:
-    """The providers and the run's models: options, then the environment, then the file."""
-    section = _section(folder)
+    """The providers and the run's models: options, then the environment, then the
+    configuration found from `folder` (the workflow's)."""
+    section = _section(config_folder(folder))
     providers = dict(BUILT_IN)
     for name, fields in (section.get("providers") or {}).items():
         if not isinstance(fields, dict):
@@ -107,6 +109,23 @@ def load_config(
         parse_llm(default, "the default model") if default else None,
     )
     return LlmConfig(providers, choices)
+
+
+def config_folder(start: Path) -> Path:
+    """The folder whose todoflow.toml (or pyproject.toml with `[tool.todoflow]`) configures
+    a workflow in `start`: `start` or the nearest folder above it that has one (else `start`)."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / "todoflow.toml").is_file() or _declares_todoflow(folder / "pyproject.toml"):
+            return folder
+    return start
+
+
+def _declares_todoflow(pyproject: Path) -> bool:
+    try:
+        return "[tool.todoflow" in pyproject.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def _section(folder: Path) -> dict[str, Any]:

@@ -23,18 +23,18 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..replies import (
-    CompleteTodo,
+    CompleteTodoReply,
     ContinueReply,
-    CreateTodo,
+    CreateTodoReply,
     DelegateReply,
     IntakeReply,
     RevisionReply,
-    SubAgentFailed,
+    SubAgentFailedReply,
     TeleportReply,
-    UpdateTodo,
+    UpdateTodoReply,
     WorkReply,
+    model_properties,
 )
-from ..schemas import model_properties
 from .service import LIMITS, ServeError, TodoService, Workflows
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
@@ -88,7 +88,7 @@ STEP_REPLIES: list[tuple[str, type[BaseModel]]] = [
     ("revise", RevisionReply),
     ("work, as the orchestrator", DelegateReply),
     ("work, as the orchestrator", ContinueReply),
-    ("delegated, as the sub-agent", SubAgentFailed),
+    ("delegated, as the sub-agent", SubAgentFailedReply),
 ]
 
 
@@ -264,21 +264,21 @@ def _tools(
         (
             "create_todo",
             "Append a todo at the end of the current checklist (positions stay as they are).",
-            tool_schema(CreateTodo),
+            tool_schema(CreateTodoReply),
             todo_tool("create_todo"),
         ),
         (
             "update_todo",
             "Set a todo's status (in_progress or blocked) and notes. "
             "A delegated sub-agent may update only its own todo.",
-            tool_schema(UpdateTodo),
+            tool_schema(UpdateTodoReply),
             todo_tool("update_todo"),
         ),
         (
             "complete_todo",
             "Confirm the current todo with evidence (`result` is the outcome shown). A delegated sub-agent "
             "completes its own todo this way; a route's answer is prevalidated first.",
-            tool_schema(CompleteTodo),
+            tool_schema(CompleteTodoReply),
             todo_tool("complete_todo"),
         ),
         (

@@ -24,6 +24,8 @@ from todoflow.compiler.formats import Todos
 from todoflow.dsl.diagnostics import TodoflowError
 
 from ..directive import Directive
+from ..plan import RunStep
+from ..state import ProcessState
 
 NO_FINISHED: Mapping[str, Todos] = {}
 MARKS = {"done": "✓", "current": "▶", "pending": "○"}
@@ -42,36 +44,7 @@ def card_data(
     state, step = directive.state, directive.step
     task = directive.task
     steps = [_finished_step(step_id, finished.get(step_id)) for step_id in state.completed_steps]
-    if directive.completed:
-        last = next((s for s in reversed(steps) if s["total"] is not None), None)
-        tasks = last["tasks"] if last else []
-        checklist = {
-            "summary": state.progress.checklist,
-            "total": len(tasks),
-            "done": sum(t["state"] == "done" for t in tasks),
-            "results": [t["result"] for t in tasks] if last else list(state.progress.results),
-            "tasks": tasks,
-            "step": last["id"] if last else None,
-        }
-    else:
-        done = min(state.position - 1, state.total) if state.node != "intake" else 0
-        results = state.progress.results
-        checklist = {
-            "summary": state.progress.checklist,
-            "total": state.total,
-            "done": done,
-            "results": list(results),
-            "tasks": [
-                {
-                    "position": index,
-                    "action": t.action,
-                    "state": "done" if index <= done else "current" if index == state.position else "pending",
-                    "result": results[index - 1] if index <= len(results) and index <= done else None,
-                }
-                for index, t in enumerate(state.tasks, start=1)
-            ],
-            "step": step.id if step else None,
-        }
+    checklist = _last_checklist(state, steps) if directive.completed else _checklist(state, step)
     return {
         "process_id": directive.process_id,
         "workflow": directive.workflow,
@@ -94,6 +67,42 @@ def card_data(
         },
         "finished_steps": steps,
         "result": {} if directive.completed else None,
+    }
+
+
+def _last_checklist(state: ProcessState, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """A complete run's Checklist block: the last finished step's checklist."""
+    last = next((s for s in reversed(steps) if s["total"] is not None), None)
+    tasks = last["tasks"] if last else []
+    return {
+        "summary": state.progress.checklist,
+        "total": len(tasks),
+        "done": sum(t["state"] == "done" for t in tasks),
+        "results": [t["result"] for t in tasks] if last else list(state.progress.results),
+        "tasks": tasks,
+        "step": last["id"] if last else None,
+    }
+
+
+def _checklist(state: ProcessState, step: RunStep | None) -> dict[str, Any]:
+    """The Checklist block of a run in progress: the current step's checklist."""
+    done = min(state.position - 1, state.total) if state.node != "intake" else 0
+    results = state.progress.results
+    return {
+        "summary": state.progress.checklist,
+        "total": state.total,
+        "done": done,
+        "results": list(results),
+        "tasks": [
+            {
+                "position": index,
+                "action": t.action,
+                "state": "done" if index <= done else "current" if index == state.position else "pending",
+                "result": results[index - 1] if index <= len(results) and index <= done else None,
+            }
+            for index, t in enumerate(state.tasks, start=1)
+        ],
+        "step": step.id if step else None,
     }
 
 
@@ -223,45 +232,9 @@ def card_svg(directive: Directive, finished: Mapping[str, Todos] = NO_FINISHED) 
         where = f"complete · {_count(len(data['completed_steps']), 'step')} done · result {{}}"
     else:
         where = f"running · step {step['id']}: {step['title']} ({step['kind']}) · {work['role']}"
-    header = [
-        text_block(SIDE, 34, wrap(heading, total_w - 2 * SIDE, 20, 1, bold=True), heading, 20, bold=True),
-        text_block(SIDE, 56, Lines((directive.process_id,), False), "", 12, color="#64748b"),
-        text_block(SIDE, 78, wrap(where, total_w - 2 * SIDE, 13, 1), where, 13, color="#334155", css="where"),
-    ]
-    header_box = (
-        f'<g data-box="header"><rect class="frame" x="{SIDE - 4}" y="10" width="{total_w - 2 * SIDE + 8}" '
-        f'height="{TOP - 20}" fill="none"/>' + "".join(header) + "</g>"
-    )
-    parts = [header_box]
+    parts = [_header(heading, directive.process_id, where, total_w)]
     for index, (name, column) in enumerate(zip(("Checklist", "Prepare", "Work"), columns, strict=True)):
-        x = SIDE + index * (BOX_W + GAP)
-        key = name.lower()
-        state = (
-            "complete" if data["status"] == "complete" else "current" if data["current"] == key else "other"
-        )
-        fill, stroke = COLORS[state]
-        badge = {"current": "current", "complete": "done", "other": ""}[state]
-        parts.append(
-            f'<g class="block {key}{" current" if state == "current" else ""}" data-box="{key}" '
-            f'transform="translate(0,{TOP})">'
-            f'<rect class="frame" x="{x}" y="0" width="{BOX_W}" height="{box_h:g}" rx="10" fill="{fill}" '
-            f'stroke="{stroke}" stroke-width="{2.5 if state == "current" else 1.2}"/>'
-            f'<text x="{x + PAD}" y="26" font-size="15" font-weight="bold" font-family="{FONT}" '
-            f'fill="#0f172a">{name}</text>'
-            + (
-                f'<text x="{x + BOX_W - PAD}" y="25" font-size="11" font-family="{FONT}" fill="{stroke}" '
-                f'text-anchor="end" font-weight="bold">{badge}</text>'
-                if badge
-                else ""
-            )
-            + f'<g transform="translate(0,36)">{"".join(column.parts)}</g></g>'
-        )
-        if index < 2:
-            ax, ay = x + BOX_W + 6, TOP + box_h / 2
-            parts.append(
-                f'<path d="M{ax} {ay:g} L{ax + GAP - 14} {ay:g}" stroke="#475569" stroke-width="2" '
-                'marker-end="url(#arrow)"/>'
-            )
+        parts += _block(index, name, column, data, box_h)
     total_h = TOP + box_h + 20
     finished_part, finished_h = _finished_strip(data["finished_steps"], total_h, total_w)
     parts.append(finished_part)
@@ -281,6 +254,49 @@ def card_svg(directive: Directive, finished: Mapping[str, Todos] = NO_FINISHED) 
         )
         + "\n"
     )
+
+
+def _header(heading: str, process_id: str, where: str, total_w: int) -> str:
+    header = [
+        text_block(SIDE, 34, wrap(heading, total_w - 2 * SIDE, 20, 1, bold=True), heading, 20, bold=True),
+        text_block(SIDE, 56, Lines((process_id,), False), "", 12, color="#64748b"),
+        text_block(SIDE, 78, wrap(where, total_w - 2 * SIDE, 13, 1), where, 13, color="#334155", css="where"),
+    ]
+    return (
+        f'<g data-box="header"><rect class="frame" x="{SIDE - 4}" y="10" width="{total_w - 2 * SIDE + 8}" '
+        f'height="{TOP - 20}" fill="none"/>' + "".join(header) + "</g>"
+    )
+
+
+def _block(index: int, name: str, column: _Column, data: Mapping[str, Any], box_h: float) -> list[str]:
+    """One of the three blocks, and the arrow to the next."""
+    x = SIDE + index * (BOX_W + GAP)
+    key = name.lower()
+    state = "complete" if data["status"] == "complete" else "current" if data["current"] == key else "other"
+    fill, stroke = COLORS[state]
+    badge = {"current": "current", "complete": "done", "other": ""}[state]
+    parts = [
+        f'<g class="block {key}{" current" if state == "current" else ""}" data-box="{key}" '
+        f'transform="translate(0,{TOP})">'
+        f'<rect class="frame" x="{x}" y="0" width="{BOX_W}" height="{box_h:g}" rx="10" fill="{fill}" '
+        f'stroke="{stroke}" stroke-width="{2.5 if state == "current" else 1.2}"/>'
+        f'<text x="{x + PAD}" y="26" font-size="15" font-weight="bold" font-family="{FONT}" '
+        f'fill="#0f172a">{name}</text>'
+        + (
+            f'<text x="{x + BOX_W - PAD}" y="25" font-size="11" font-family="{FONT}" fill="{stroke}" '
+            f'text-anchor="end" font-weight="bold">{badge}</text>'
+            if badge
+            else ""
+        )
+        + f'<g transform="translate(0,36)">{"".join(column.parts)}</g></g>'
+    ]
+    if index < 2:
+        ax, ay = x + BOX_W + 6, TOP + box_h / 2
+        parts.append(
+            f'<path d="M{ax} {ay:g} L{ax + GAP - 14} {ay:g}" stroke="#475569" stroke-width="2" '
+            'marker-end="url(#arrow)"/>'
+        )
+    return parts
 
 
 def _checklist_block(column: _Column, checklist: Mapping[str, Any]) -> None:

@@ -15,8 +15,8 @@ it), which the run report shows.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple
 
 from ..entries import (
     ORCHESTRATOR,
@@ -135,70 +135,131 @@ def _describe(
     found: dict[str, Any], before: ProcessState, settled: ProcessState, entry: Entry, process_id: str
 ) -> None:
     """What an entry says, in its iteration's words."""
-    match entry:
-        case SubmitTasks():
-            found |= {"action": "submit_tasks", "agent": _who(entry), "tasks": _tasks(settled)}
-            found["progress_summary"] = entry.progress_checklist_outcome
-        case Confirm():
-            found |= {"action": "confirm", "agent": ORCHESTRATOR, "evidence": entry.evidence}
-            found["outcome"] = entry.progress_execution_outcome
-        case Teleport():
-            found |= {"action": "teleport", "agent": ORCHESTRATOR}
-        case Revise():
-            found |= {
-                "action": "revise",
-                "agent": ORCHESTRATOR,
-                "before": _tasks(before),
-                "after": _tasks(settled),
-            }
-            found |= {
-                "resume_from_task": entry.resume_from_task,
-                "progress_summary": entry.progress_checklist_outcome,
-            }
-        case Delegate():
-            found |= {
-                "action": "delegate",
-                "agent": entry.agent,
-                "selected_route_id": entry.selected_route_id,
-                "use_generic_agent": entry.use_generic_agent,
-                "reasoning": entry.selection_reasoning,
-                "instructions": entry.instructions_to_sub_agent,
-                "success_criteria": entry.success_criteria_for_sub_agent,
-                "progress_summary": entry.progress_summary,
-            }
-        case Continue():
-            found |= {"action": "continue", "agent": ORCHESTRATOR, "reasoning": entry.selection_reasoning}
-            found["progress_summary"] = entry.progress_summary
-        case SubAgentDone():
-            found |= {"evidence": entry.evidence, "outcome": entry.progress_execution_outcome}
-            found["result"] = "done" if entry.passed else "failed"
-            if entry.agent != "generic":
-                found["validation"] = {
-                    "passed": entry.passed,
-                    "reason": entry.reason,
-                    "files": [{"path": path, "sha256": digest} for path, digest in entry.files],
-                }
-                if entry.passed:
-                    found["learning_id"] = learning_id(process_id, entry.seq)
-        case SubAgentFailed():
-            found |= {"result": "failed", "failure": entry.failed}
-        case CreateTodo():
-            found |= {"action": "create_todo", "agent": ORCHESTRATOR, "created": {"title": entry.title}}
-        case UpdateTodo():
-            update = {"status": entry.status, "notes": entry.notes, "agent": entry.agent}
-            if entry.agent == ORCHESTRATOR:
-                found |= {"action": "update_todo", "agent": ORCHESTRATOR, "update": update}
-            else:
-                found.setdefault("updates", []).append(update)
-        case RaiseTurns():
-            found.setdefault("caller", []).append({"raise_turns": entry.execution_max_turns})
-        case FastPathStarted():
-            found.setdefault("fast_path", {})["script_sha256"] = entry.script_sha256
-        case FastPathFailed():
-            found.setdefault("fast_path", {})["failed"] = entry.reason
-        case LlmCall():
-            call = {k: v for k, v in to_json(entry).items() if k not in ("seq", "by", "step", "type")}
-            found.setdefault("llm_calls", []).append(call)
+    _DESCRIBE[type(entry)](found, _Around(before, settled, process_id), entry)
+
+
+class _Around(NamedTuple):
+    before: ProcessState
+    settled: ProcessState
+    process_id: str
+
+
+Describe = Callable[[dict[str, Any], _Around, Any], None]
+_DESCRIBE: dict[type[Any], Describe] = {}  # one handler per entry kind: what it adds to its iteration
+
+
+def _describes(kind: type[Any]) -> Callable[[Describe], Describe]:
+    def add(handler: Describe) -> Describe:
+        _DESCRIBE[kind] = handler
+        return handler
+
+    return add
+
+
+def described_kinds() -> frozenset[type[Any]]:
+    """The entry kinds the log describes (a test holds it equal to `entries.KINDS`)."""
+    return frozenset(_DESCRIBE)
+
+
+@_describes(SubmitTasks)
+def _submit_tasks(found: dict[str, Any], around: _Around, entry: SubmitTasks) -> None:
+    found |= {"action": "submit_tasks", "agent": _who(entry), "tasks": _tasks(around.settled)}
+    found["progress_summary"] = entry.progress_checklist_outcome
+
+
+@_describes(Confirm)
+def _confirm(found: dict[str, Any], around: _Around, entry: Confirm) -> None:
+    found |= {"action": "confirm", "agent": ORCHESTRATOR, "evidence": entry.evidence}
+    found["outcome"] = entry.progress_execution_outcome
+
+
+@_describes(Teleport)
+def _teleport(found: dict[str, Any], around: _Around, entry: Teleport) -> None:
+    found |= {"action": "teleport", "agent": ORCHESTRATOR}
+
+
+@_describes(Revise)
+def _revise(found: dict[str, Any], around: _Around, entry: Revise) -> None:
+    found |= {
+        "action": "revise",
+        "agent": ORCHESTRATOR,
+        "before": _tasks(around.before),
+        "after": _tasks(around.settled),
+        "resume_from_task": entry.resume_from_task,
+        "progress_summary": entry.progress_checklist_outcome,
+    }
+
+
+@_describes(Delegate)
+def _delegate(found: dict[str, Any], around: _Around, entry: Delegate) -> None:
+    found |= {
+        "action": "delegate",
+        "agent": entry.agent,
+        "selected_route_id": entry.selected_route_id,
+        "use_generic_agent": entry.use_generic_agent,
+        "reasoning": entry.selection_reasoning,
+        "instructions": entry.instructions_to_sub_agent,
+        "success_criteria": entry.success_criteria_for_sub_agent,
+        "progress_summary": entry.progress_summary,
+    }
+
+
+@_describes(Continue)
+def _continue(found: dict[str, Any], around: _Around, entry: Continue) -> None:
+    found |= {"action": "continue", "agent": ORCHESTRATOR, "reasoning": entry.selection_reasoning}
+    found["progress_summary"] = entry.progress_summary
+
+
+@_describes(SubAgentDone)
+def _sub_agent_done(found: dict[str, Any], around: _Around, entry: SubAgentDone) -> None:
+    found |= {"evidence": entry.evidence, "outcome": entry.progress_execution_outcome}
+    found["result"] = "done" if entry.passed else "failed"
+    if entry.agent == "generic":
+        return
+    files = [{"path": path, "sha256": digest} for path, digest in entry.files]
+    found["validation"] = {"passed": entry.passed, "reason": entry.reason, "files": files}
+    if entry.passed:
+        found["learning_id"] = learning_id(around.process_id, entry.seq)
+
+
+@_describes(SubAgentFailed)
+def _sub_agent_failed(found: dict[str, Any], around: _Around, entry: SubAgentFailed) -> None:
+    found |= {"result": "failed", "failure": entry.failed}
+
+
+@_describes(CreateTodo)
+def _create_todo(found: dict[str, Any], around: _Around, entry: CreateTodo) -> None:
+    found |= {"action": "create_todo", "agent": ORCHESTRATOR, "created": {"title": entry.title}}
+
+
+@_describes(UpdateTodo)
+def _update_todo(found: dict[str, Any], around: _Around, entry: UpdateTodo) -> None:
+    update = {"status": entry.status, "notes": entry.notes, "agent": entry.agent}
+    if entry.agent == ORCHESTRATOR:
+        found |= {"action": "update_todo", "agent": ORCHESTRATOR, "update": update}
+    else:
+        found.setdefault("updates", []).append(update)
+
+
+@_describes(RaiseTurns)
+def _raise_turns(found: dict[str, Any], around: _Around, entry: RaiseTurns) -> None:
+    found.setdefault("caller", []).append({"raise_turns": entry.execution_max_turns})
+
+
+@_describes(FastPathStarted)
+def _fast_path_started(found: dict[str, Any], around: _Around, entry: FastPathStarted) -> None:
+    found.setdefault("fast_path", {})["script_sha256"] = entry.script_sha256
+
+
+@_describes(FastPathFailed)
+def _fast_path_failed(found: dict[str, Any], around: _Around, entry: FastPathFailed) -> None:
+    found.setdefault("fast_path", {})["failed"] = entry.reason
+
+
+@_describes(LlmCall)
+def _llm_call(found: dict[str, Any], around: _Around, entry: LlmCall) -> None:
+    call = {k: v for k, v in to_json(entry).items() if k not in ("seq", "by", "step", "type")}
+    found.setdefault("llm_calls", []).append(call)
 
 
 def _iteration(before: ProcessState, settled: ProcessState, entry: Entry) -> int:

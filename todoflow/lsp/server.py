@@ -14,6 +14,7 @@ import asyncio
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from typing import Any
 
 from lsprotocol import types
@@ -27,7 +28,6 @@ from . import actions, completion, diagnostics, hover, navigation, semantic, sym
 from .outline import Occurrence
 from .snapshot import Snapshot
 
-VERSION = "0.1.0"
 LEGEND = types.SemanticTokensLegend(
     token_types=list(semantic.TOKEN_TYPES), token_modifiers=list(semantic.TOKEN_MODIFIERS)
 )
@@ -45,7 +45,9 @@ class _Checks:
 
 class TodoflowServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("todoflow", VERSION, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__(
+            "todoflow", version("todoflow"), text_document_sync_kind=types.TextDocumentSyncKind.Incremental
+        )
         self.checks: dict[str, _Checks] = {}
         self.snapshots: dict[str, Snapshot] = {}
         # template path -> workflow URI -> its diagnostics there (several workflows may share a template)

@@ -1,0 +1,44 @@
+"""What a driver asks of an agent, whoever plays it: a person, a script, a model.
+
+An agent answers a directive with a reply (a mapping the engine validates: a
+confirmation, a teleport, a revision, an orchestrator's decision, a sub-agent's answer
+or a todo tool call), with `Blocked(reason)` (the todo is not done: the driver records
+that it is blocked and the run stops on it), or with `Stop()` (no answer now; the run
+can be resumed). Every agent plays every role a run has: the orchestrator at a
+todo_task step's work node, and the delegated sub-agent at its `delegated` node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple, Protocol
+
+from ..directive import Directive
+from ..llm_choice import Usage
+
+
+class Blocked(NamedTuple):
+    reason: str
+
+
+class Stop(NamedTuple):
+    reason: str = "stopped"
+
+
+Answer = Mapping[str, Any] | Blocked | Stop
+
+
+class Agent(Protocol):
+    def reply(self, directive: Directive) -> Answer: ...
+
+    def refused(self, reason: str) -> bool:
+        """A reply was refused with `reason`: True to be asked again, False to stop."""
+        ...
+
+    def applied(self) -> None:
+        """The last reply was applied."""
+        ...
+
+    def spent(self) -> list[Usage]:
+        """The model calls made since last asked (the driver journals them)."""
+        ...

@@ -117,42 +117,11 @@ def _source_verbs(commands: Any) -> None:
 
 
 def _analysis_verbs(commands: Any) -> None:
-    """`schema`, `diff`, `paths`: formats, changes and the machine's paths."""
+    """`schema`, `diff`, `replay`, `paths`: formats, changes, runs under a change and the
+    machine's paths."""
     schema = commands.add_parser("schema", help="print the JSON Schema of a file format")
     schema.add_argument("name", choices=["plan", "step-config", "todos", "diff", "replay"])
 
-    _add_before_you_run(commands)
-
-
-def _plan_verbs(commands: Any) -> None:
-    """`decompile`, `migrate`: plans made elsewhere."""
-    decompile = commands.add_parser("decompile", help="write the .todoflow source of a plan.json")
-    decompile.add_argument("plan", metavar="PLAN.json")
-    decompile.add_argument(
-        "--step-config", metavar="FILE", help="step_config.json (default: beside the plan)"
-    )
-    decompile.add_argument("-o", "--output", metavar="FILE", help="write the source here (default: stdout)")
-    decompile.add_argument(
-        "--id",
-        metavar="ID",
-        help="the workflow id (default: from todoflow-manifest.json beside the plan, "
-        "else the file's name, or for plan.json its folder's)",
-    )
-    decompile.add_argument(
-        "--title", metavar="TITLE", help="the workflow title (default: from todoflow-manifest.json)"
-    )
-
-    migrate = commands.add_parser("migrate", help="migrate a legacy nested plan to the flat format")
-    migrate.add_argument("plan", metavar="PLAN.json")
-    migrate.add_argument("--step-config", metavar="FILE", help="step_config.json (default: beside the plan)")
-    migrate.add_argument(
-        "--learnings", metavar="DIR", help="the learnings folder, to rename inner-id folders"
-    )
-    migrate.add_argument("--write", action="store_true", help="apply the changes (default: only list them)")
-
-
-def _add_before_you_run(commands: Any) -> None:
-    """The verbs that answer questions without running anything: `diff`, `replay`, `paths`."""
     diff = commands.add_parser(
         "diff", help="what NEW changes of OLD: steps, fields, routes, prompts, checklists by position"
     )
@@ -185,6 +154,33 @@ def _add_before_you_run(commands: Any) -> None:
         help="revise teleports a path takes at most (default 1)",
     )
     paths.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+
+
+def _plan_verbs(commands: Any) -> None:
+    """`decompile`, `migrate`: plans made elsewhere."""
+    decompile = commands.add_parser("decompile", help="write the .todoflow source of a plan.json")
+    decompile.add_argument("plan", metavar="PLAN.json")
+    decompile.add_argument(
+        "--step-config", metavar="FILE", help="step_config.json (default: beside the plan)"
+    )
+    decompile.add_argument("-o", "--output", metavar="FILE", help="write the source here (default: stdout)")
+    decompile.add_argument(
+        "--id",
+        metavar="ID",
+        help="the workflow id (default: from todoflow-manifest.json beside the plan, "
+        "else the file's name, or for plan.json its folder's)",
+    )
+    decompile.add_argument(
+        "--title", metavar="TITLE", help="the workflow title (default: from todoflow-manifest.json)"
+    )
+
+    migrate = commands.add_parser("migrate", help="migrate a legacy nested plan to the flat format")
+    migrate.add_argument("plan", metavar="PLAN.json")
+    migrate.add_argument("--step-config", metavar="FILE", help="step_config.json (default: beside the plan)")
+    migrate.add_argument(
+        "--learnings", metavar="DIR", help="the learnings folder, to rename inner-id folders"
+    )
+    migrate.add_argument("--write", action="store_true", help="apply the changes (default: only list them)")
 
 
 def _run_options(verb: argparse.ArgumentParser, lead: str) -> None:

@@ -25,7 +25,7 @@ from todoflow.runtime.llm_choice import Usage
 from todoflow.runtime.plan import Llm, Task
 from todoflow.runtime.state import attempt_id
 from todoflow.runtime.store.base import runs_at
-from todoflow.runtime.views.replay import ASKS, replay
+from todoflow.runtime.views.replay import asked_kinds, replay
 
 from .conftest import ROOT, run_cli
 
@@ -405,7 +405,7 @@ def test_every_kind_of_entry_is_made_again(tmp_path: Path) -> None:
         assert replayed.report.verdict == "compatible"
         assert replayed.store.entries() == store.entries()
         assert replayed.directive.state == engine.directive().state
-    assert set(ASKS) == set(KINDS.values())  # each kind has its function
+    assert asked_kinds() == set(KINDS.values())  # each kind has its function
 
 
 def test_a_fast_path_where_new_has_none_is_no_longer_reachable(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@ entry folded, in order, through the engine with NEW's plan — the same settle a
 rules, no agent, no model, writing nothing — and what became of it.
 
 Each entry is turned back into what made it, by one small function per entry kind
-(`ASKS`): an agent's reply, or the caller's action (a ready checklist passed on, turns
+(`_ASKS`): an agent's reply, or the caller's action (a ready checklist passed on, turns
 raised, a fast path started or failed, model calls recorded). It is offered to a real
 `Engine` over a `memory://` location that started NEW as the run started (its process
 id, start time, goal, ready checklists, models and learnings), at the time the journal
@@ -193,7 +193,7 @@ class _Walker:
 
     def offer(self, entry: Entry) -> Row:
         self.files.learn(entry, self._completed(entry))
-        ask = ASKS[type(entry)](entry, self)
+        ask = _ASKS[type(entry)](entry, self)
         away = _away(self.state, entry, ask)
         if away is not None:
             return _outcome(entry, UNREACHABLE, away)
@@ -313,6 +313,24 @@ def _ready(text: str | None, plan: RunPlan) -> dict[str, tuple[Task, ...]]:
 # -- what made each kind of entry ----------------------------------------------------------
 
 
+AskFor = Callable[[Any, "_Walker"], Ask]
+_ASKS: dict[type[Any], AskFor] = {}  # one handler per entry kind: what made it, and where
+
+
+def _asks(*kinds: type[Any]) -> Callable[[AskFor], AskFor]:
+    def add(handler: AskFor) -> AskFor:
+        for kind in kinds:
+            _ASKS[kind] = handler
+        return handler
+
+    return add
+
+
+def asked_kinds() -> frozenset[type[Any]]:
+    """The entry kinds a replay makes again (a test holds it equal to `entries.KINDS`)."""
+    return frozenset(_ASKS)
+
+
 def _reply(data: dict[str, Any], by: str) -> Send:
     return lambda engine, attempt: engine.step(attempt, data, by)
 
@@ -326,21 +344,25 @@ def _items(tasks: Iterable[Task]) -> list[dict[str, str]]:
     return [{"action": task.action, "expected_result": task.expected_result} for task in tasks]
 
 
+@_asks(SubmitTasks)
 def _submit_tasks(entry: SubmitTasks, walker: _Walker) -> Ask:
     tasks = entry.tasks if entry.tasks is not None else walker.ready(entry.step)
     data = {"tasks": _items(tasks), "progress_checklist_outcome": entry.progress_checklist_outcome}
     return Ask(_reply(data, entry.by), "intake")
 
 
+@_asks(Confirm)
 def _confirm(entry: Confirm, walker: _Walker) -> Ask:
     data = {"evidence": entry.evidence, "progress_execution_outcome": entry.progress_execution_outcome}
     return Ask(_reply(data, entry.by), "work", entry.position)
 
 
+@_asks(Teleport)
 def _teleport(entry: Teleport, walker: _Walker) -> Ask:
     return Ask(_reply({"teleportTo": TELEPORT}, entry.by), "work", entry.position)
 
 
+@_asks(Revise)
 def _revise(entry: Revise, walker: _Walker) -> Ask:
     data = {
         "tasks": _items(entry.tasks),
@@ -351,6 +373,7 @@ def _revise(entry: Revise, walker: _Walker) -> Ask:
     return Ask(_reply(data, entry.by), "revise")
 
 
+@_asks(Delegate)
 def _delegate(entry: Delegate, walker: _Walker) -> Ask:
     data = _given(
         next_action="delegate",
@@ -366,6 +389,7 @@ def _delegate(entry: Delegate, walker: _Walker) -> Ask:
     return Ask(_reply(data, entry.by), "work", entry.position)
 
 
+@_asks(Continue)
 def _continue(entry: Continue, walker: _Walker) -> Ask:
     data = _given(
         next_action="continue",
@@ -376,20 +400,24 @@ def _continue(entry: Continue, walker: _Walker) -> Ask:
     return Ask(_reply(data, entry.by), "work", entry.position)
 
 
+@_asks(SubAgentDone)
 def _sub_agent_done(entry: SubAgentDone, walker: _Walker) -> Ask:
     data = {"evidence": entry.evidence, "progress_execution_outcome": entry.progress_execution_outcome}
     return Ask(_reply(data, entry.by), "delegated", entry.position, entry.agent)
 
 
+@_asks(SubAgentFailed)
 def _sub_agent_failed(entry: SubAgentFailed, walker: _Walker) -> Ask:
     return Ask(_reply({"failed": entry.failed}, entry.by), "delegated", entry.position, entry.agent)
 
 
+@_asks(CreateTodo)
 def _create_todo(entry: CreateTodo, walker: _Walker) -> Ask:
     call = {"title": entry.title, "description": entry.description, "priority": entry.priority}
     return Ask(_reply({"create_todo": call}, entry.by), "work")
 
 
+@_asks(UpdateTodo)
 def _update_todo(entry: UpdateTodo, walker: _Walker) -> Ask:
     call = _given(todo_id=todo_id(entry.position), status=entry.status, notes=entry.notes)
     if entry.agent == ORCHESTRATOR:
@@ -397,10 +425,12 @@ def _update_todo(entry: UpdateTodo, walker: _Walker) -> Ask:
     return Ask(_reply({"update_todo": call}, entry.by), "delegated", agent=entry.agent)
 
 
+@_asks(RaiseTurns)
 def _raise_turns(entry: RaiseTurns, walker: _Walker) -> Ask:
     return Ask(lambda engine, attempt: engine.raise_turns(attempt, entry.execution_max_turns))
 
 
+@_asks(LlmCall)
 def _llm_call(entry: LlmCall, walker: _Walker) -> Ask:
     usage = Usage(
         entry.agent,
@@ -413,6 +443,7 @@ def _llm_call(entry: LlmCall, walker: _Walker) -> Ask:
     return Ask(lambda engine, attempt: engine.record_usage(attempt, [usage]))
 
 
+@_asks(FastPathStarted, FastPathFailed)
 def _fast_path(entry: FastPathStarted | FastPathFailed, walker: _Walker) -> Ask:
     """The runner's own entries, made only at a learn_code step."""
     unless = (
@@ -424,24 +455,6 @@ def _fast_path(entry: FastPathStarted | FastPathFailed, walker: _Walker) -> Ask:
         lambda engine, attempt: engine.journal(attempt, lambda seq, at: replace(entry, seq=seq, at=at)),
         unless=unless,
     )
-
-
-ASKS: dict[type[Any], Callable[[Any, _Walker], Ask]] = {
-    SubmitTasks: _submit_tasks,
-    Confirm: _confirm,
-    Teleport: _teleport,
-    Revise: _revise,
-    Delegate: _delegate,
-    Continue: _continue,
-    SubAgentDone: _sub_agent_done,
-    SubAgentFailed: _sub_agent_failed,
-    CreateTodo: _create_todo,
-    UpdateTodo: _update_todo,
-    RaiseTurns: _raise_turns,
-    LlmCall: _llm_call,
-    FastPathStarted: _fast_path,
-    FastPathFailed: _fast_path,
-}
 
 
 # -- the workspace, as the journal recorded it -------------------------------------------

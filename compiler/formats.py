@@ -4,7 +4,8 @@ plan.json (the flat format, with our `tasks` and `generic_agent` extensions),
 step_config.json and todos.json (seeds/todo-task-plan-step.md), and what `todoflow diff
 --format json` and `todoflow replay --format json` print. The same models write the
 files and give their JSON Schemas (`todoflow schema`), so an emitted file always
-validates against the published schema. Optional fields are omitted when empty, never written as null.
+validates against the published schema. Optional fields are omitted when empty, never
+written as null.
 """
 
 from __future__ import annotations

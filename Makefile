@@ -79,7 +79,7 @@ bench: setup
 
 # the pictures in docs/images: the release example's plan canvas, run card and run report, drawn by Chromium
 screenshots: setup
-	$(BIN)/python -m tests.screenshots docs/images
+	$(BIN)/python -m tests.support.screenshots docs/images
 
 # Editor support: the TextMate grammar against its annotated samples, and the VS Code
 # extension packaged (into build/, never published). The npm tools live in build/node/.
@@ -98,19 +98,19 @@ editor-screenshot: setup
 	.ci/setup-chromium
 	$(BIN)/python editors/screenshot.py editors/screenshot.png
 
-# The fuzzer of tests/test_fuzz.py, long: mutated sources and plans (a few seconds in `make test`).
+# The fuzzer of tests/compiler/test_fuzz.py, long: mutated sources and plans (a few seconds in `make test`).
 fuzz: setup
-	TODOFLOW_FUZZ_EXAMPLES=40000 $(BIN)/pytest -q tests/test_fuzz.py
+	TODOFLOW_FUZZ_EXAMPLES=40000 $(BIN)/pytest -q tests/compiler/test_fuzz.py
 
 .PHONY: postgres postgres-stop
 
 # A PostgreSQL server of your own for the store (docs/postgres.md): a cluster in
 # build/postgres on a free loopback port; prints the URL. `make postgres-stop` stops it.
 postgres: setup
-	$(BIN)/python -m tests.postgres start build/postgres
+	$(BIN)/python -m tests.support.postgres start build/postgres
 
 postgres-stop: setup
-	$(BIN)/python -m tests.postgres stop build/postgres
+	$(BIN)/python -m tests.support.postgres stop build/postgres
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

@@ -27,7 +27,7 @@ import psycopg
 from bench.resume import median_time
 from bench.runtime import replies, source
 from bench.scratch import scratch
-from tests.postgres import cluster
+from tests.support.postgres import cluster
 from todoflow.runtime import process
 from todoflow.runtime.agents.driver import drive
 from todoflow.runtime.agents.scripted import ScriptedAgent

@@ -1,7 +1,7 @@
 """Every diagnostic code todoflow reports, with its title: the catalogue tools read.
 
 The titles are the headings of the codes in the documentation (`docs/language.md`, and the
-table of `docs/interop.md` for plans read from JSON); `tests/test_ci_formats.py` holds
+table of `docs/interop.md` for plans read from JSON); `tests/dsl/test_ci_formats.py` holds
 them equal, so a code cannot be added, renamed or retitled on one side only. SARIF output
 names each rule by its code with this title and a link to its section of the docs.
 Imports nothing.

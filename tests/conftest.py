@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .postgres import pg_cluster, pg_url  # noqa: F401  (the PostgreSQL fixtures, for tests/test_postgres*.py)
+from .support.postgres import pg_cluster, pg_url  # noqa: F401  (the PostgreSQL fixtures, for tests/test_postgres*.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.todoflow"))

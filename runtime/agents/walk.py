@@ -120,11 +120,14 @@ def walk(definition: RunDefinition, paths: FlowPaths, path: StepPath, workspace:
     """Walk `path` through a new run of `definition` (every other step along its shortest
     path); raises `InvariantBroken` at the first invariant that does not hold."""
     walker = _Walker(definition, paths, path, workspace)
-    legs = paths.legs(path)
-    for number, (step_id, events) in enumerate(legs, start=1):
-        for index, event in enumerate(events, start=1):
-            walker.take(step_id, event, last=number == len(legs) and index == len(events))
-    return walker.finish()
+    try:
+        legs = paths.legs(path)
+        for number, (step_id, events) in enumerate(legs, start=1):
+            for index, event in enumerate(events, start=1):
+                walker.take(step_id, event, last=number == len(legs) and index == len(events))
+        return walker.finish()
+    finally:
+        walker.close()  # the walk's memory location is gone, whatever broke
 
 
 class _Walker:
@@ -176,9 +179,11 @@ class _Walker:
         if result != {"processId": PROCESS, "completed": True, "result": {}}:
             self._broken(COMPLETES, f"the completed run answered {result}")
         self._refused(directive, _confirmation(1), "a reply after the end")
+        return Walk(self.path.id, tuple(self.taken), result)
+
+    def close(self) -> None:
         self.driving.__exit__(None, None, None)
         self.runs.close()
-        return Walk(self.path.id, tuple(self.taken), result)
 
     def _unbound(self, directive: Directive, event: PathEvent) -> Directive:
         """At a step's bound of orchestrator turns: the bound raised, and nothing else."""

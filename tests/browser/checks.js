@@ -1,4 +1,4 @@
-// Checks the browser tests (tests/test_browser.py) run on a drawn diagram, in the page.
+// Checks the browser tests (tests/runtime/views/test_browser.py) run on a drawn diagram, in the page.
 // Geometry comes from the layout the browser made: element bounds in page pixels.
 "use strict";
 window.todoflowChecks = (() => {

@@ -1,0 +1,156 @@
+"""Crash safety: a run killed with SIGKILL at any point, then resumed, ends exactly as an
+uninterrupted run: no confirmation lost, none applied twice, the same events and todos."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ...conftest import ROOT
+from ...support.runtime_helpers import read_journal
+
+FLOW = """\
+workflow crash "Crash test" {
+    todo_task work "Work" {
+        description "Walk a checklist."
+        output "out.txt"
+        expect file "out.txt"
+    }
+    regular wrap "Wrap up" {
+        description "Write the summary."
+    }
+}
+"""
+REPLIES = """\
+replies:
+  - tasks:
+      - {action: "one", expected_result: "one is done"}
+      - {action: "two", expected_result: "two is done"}
+      - {action: "three", expected_result: "three is done"}
+    progress_checklist_outcome: "three tasks"
+  - {evidence: "did one", progress_execution_outcome: "one ok"}
+  - {teleportTo: teleport-revise-tasks}
+  - tasks:
+      - {action: "one", expected_result: "one is done"}
+      - {action: "two, better", expected_result: "two is done"}
+    resume_from_task: 2
+    progress_checklist_outcome: "two tasks now"
+    progress_execution_outcome: "one stays done"
+  - {evidence: "did two", progress_execution_outcome: "two ok", files: {out.txt: "done"}}
+  - {evidence: "summary written", progress_execution_outcome: "wrapped"}
+"""
+MODES = ("before", "partial", "after")
+
+
+def _cli(folder: Path, *args: str, crash: tuple[int, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "todoflow", *args]
+    if crash is not None:
+        env |= {"CRASH_AT": str(crash[0]), "CRASH_MODE": crash[1]}
+        command = [sys.executable, str(ROOT / "tests" / "support" / "crash_runner.py"), *args]
+    return subprocess.run(
+        command, cwd=folder, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+ORCHESTRATED = (
+    ROOT / "examples" / "orchestrated.todoflow",
+    ROOT / "examples" / "replies" / "orchestrated.yaml",
+)
+
+
+def _setup(folder: Path, scenario: tuple[str, str] | None = None) -> None:
+    flow, replies = scenario or (FLOW, REPLIES)
+    folder.mkdir(parents=True)
+    (folder / "flow.todoflow").write_text(flow)
+    (folder / "replies.yaml").write_text(replies)
+
+
+def _normalized(folder: Path) -> dict[str, Any]:
+    (run,) = (folder / ".todoflow" / "runs").iterdir()
+    stamps = {"at", "created_at", "updated_at", "process_id"}
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, dict):  # a learning's id names its process: keep its journal entry
+            named = {k: v.rsplit(":", 1)[-1] if k == "learning_id" else v for k, v in value.items()}
+            return {k: clean(v) for k, v in named.items() if k not in stamps}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    events = [clean(json.loads(line)) for line in (run / "events.jsonl").read_text().splitlines()]
+    todos = {p.name: clean(json.loads(p.read_text())) for p in sorted((run / "todos").iterdir())}
+    learned = {  # a learning's id names its process: the journal entry after the colon stays
+        p.parent.name: [
+            clean(record) | {"id": record["id"].rsplit(":", 1)[-1]}
+            for record in map(json.loads, p.read_text().splitlines())
+        ]
+        for p in sorted((folder / "learnings").glob("*/learnings.jsonl"))
+    }
+    return {"journal": clean(read_journal(run)), "events": events, "todos": todos, "learnings": learned}
+
+
+def _run_with_crash(
+    base: Path, point: int, mode: str, scenario: tuple[str, str] | None = None
+) -> tuple[str, dict[str, Any] | None]:
+    folder = base / f"{point}-{mode}"
+    _setup(folder, scenario)
+    first = _cli(folder, "run", "flow.todoflow", "--agent", "scripted:replies.yaml", crash=(point, mode))
+    if first.returncode == 0:
+        return "finished", None  # the run had fewer operations than `point`
+    assert first.returncode == -9, first.stderr
+    (run,) = (folder / ".todoflow" / "runs").iterdir()
+    resumed = _cli(folder, "run", "--resume", run.name, "--agent", "scripted:replies.yaml")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    return "crashed", _normalized(folder)
+
+
+def test_killed_at_any_point_and_resumed_equals_an_uninterrupted_run(tmp_path: Path) -> None:
+    reference_folder = tmp_path / "reference"
+    _setup(reference_folder)
+    done = _cli(reference_folder, "run", "flow.todoflow", "--agent", "scripted:replies.yaml")
+    assert done.returncode == 0, done.stderr
+    reference = _normalized(reference_folder)
+    assert [e["type"] for e in reference["journal"]] == [
+        "submit_tasks",
+        "confirm",
+        "teleport",
+        "revise",
+        "confirm",
+        "confirm",
+    ]
+    points = [(point, mode) for point in range(1, 30) for mode in MODES]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = list(pool.map(lambda pm: (pm, _run_with_crash(tmp_path, *pm)), points))
+    crashed = [(pm, result) for pm, (status, result) in outcomes if status == "crashed"]
+    # every journal write and fsync (two per entry), and the derived files' writes, in every mode
+    assert len(crashed) >= len(MODES) * 2 * len(reference["journal"])
+    for (point, mode), result in crashed:
+        assert result == reference, f"crash at operation {point} ({mode})"
+
+
+def test_an_orchestrated_run_killed_at_any_point_loses_nothing_and_learns_exactly_once(
+    tmp_path: Path,
+) -> None:
+    """Delegations, a failed prevalidation, learnings, a created todo and the generic agent:
+    a SIGKILL at any store operation (learnings' writes included), then a resume, gives the
+    uninterrupted run's journal, events, todos and learnings, each learning written once."""
+    scenario = (ORCHESTRATED[0].read_text(), ORCHESTRATED[1].read_text())
+    reference_folder = tmp_path / "reference"
+    _setup(reference_folder, scenario)
+    done = _cli(reference_folder, "run", "flow.todoflow", "--agent", "scripted:replies.yaml")
+    assert done.returncode == 0, done.stderr
+    reference = _normalized(reference_folder)
+    assert [len(records) for records in reference["learnings"].values()] == [1, 1]
+    points = [(point, mode) for point in range(1, 60) for mode in MODES]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = list(pool.map(lambda pm: (pm, _run_with_crash(tmp_path, *pm, scenario)), points))
+    crashed = [(pm, result) for pm, (status, result) in outcomes if status == "crashed"]
+    assert len(crashed) >= len(MODES) * 2 * len(reference["journal"])
+    for (point, mode), result in crashed:
+        assert result == reference, f"crash at operation {point} ({mode})"

@@ -1,0 +1,102 @@
+"""The run card's values and text: what a finished run and its finished steps were.
+
+The image itself is checked in a browser (tests/runtime/views/test_browser.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from todoflow.runtime import process
+from todoflow.runtime.store.base import final_todos
+from todoflow.runtime.views.card import card_data, card_svg, card_text
+
+from ...conftest import ROOT, run_cli
+from ...support.runtime_helpers import CHECKLIST, confirm, intake, start, walk
+
+EXAMPLE = ROOT / "examples" / "release.todoflow"
+REPLIES = ROOT / "examples" / "replies" / "release.yaml"
+
+
+def _complete_release(tmp_path: Path) -> Path:
+    result = run_cli("run", str(EXAMPLE), "--agent", f"scripted:{REPLIES}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (run,) = (tmp_path / ".todoflow" / "runs").iterdir()
+    return run
+
+
+def test_a_complete_run_shows_its_last_checklist_and_the_result(tmp_path: Path) -> None:
+    run = _complete_release(tmp_path)
+    card = json.loads(run_cli("status", run.name, "--json", cwd=tmp_path).stdout)
+    assert card["status"] == "complete" and card["result"] == {} and card["current"] is None
+    checklist = card["checklist"]
+    assert (checklist["step"], checklist["done"], checklist["total"]) == ("ship", 5, 5)
+    assert [t["result"] for t in checklist["tasks"]][-2:] == ["tag pushed", "announced"]
+    assert card["prepare"]["length"] == 5
+    assert [(s["id"], s["done"], s["total"]) for s in card["finished_steps"]] == [
+        ("prepare", None, None),
+        ("ship", 5, 5),
+    ]
+    text = run_cli("status", run.name, cwd=tmp_path).stdout
+    assert "[Checklist] ship: 5/5 done" in text
+    assert "    5. Announce on the mailing list — announced" in text
+    assert "✓ prepare: done" in text and "✓ ship: 5/5 done" in text
+    run_cli("status", run.name, "--svg", "card.svg", cwd=tmp_path)
+    image = (tmp_path / "card.svg").read_text()
+    assert "5/5 done" in image and "result {}" in image and "all 5 tasks done" in image
+    assert "0/0 done" not in image and "no checklist yet" not in image
+
+
+def test_a_running_card_names_the_current_block_and_every_task(tmp_path: Path) -> None:
+    engine, store = start(tmp_path, CHECKLIST)
+    try:
+        *_, directive = walk(engine, [intake("sweep", "mop", "dust"), confirm(1)])
+        data = card_data(directive)
+        assert data["current"] == "work" and data["work"]["role"] == "Task 2/3"
+        assert [(t["state"], t["result"]) for t in data["checklist"]["tasks"]] == [
+            ("done", "outcome 1"),
+            ("current", None),
+            ("pending", None),
+        ]
+        revising = engine.step(directive.attempt_id, {"teleportTo": "teleport-revise-tasks"})
+        assert card_data(revising)["current"] == "work" and card_data(revising)["work"]["role"] == (
+            "Revise checklist"
+        )
+        assert "Revise checklist" in card_svg(revising)
+    finally:
+        store.close()
+    fresh, fresh_store = start(tmp_path / "fresh", CHECKLIST)
+    try:
+        assert card_data(fresh.directive())["current"] == "checklist"
+        assert "[Prepare]   no checklist yet" in card_text(fresh.directive())
+    finally:
+        fresh_store.close()
+
+
+def test_final_todos_come_from_the_journal_whatever_the_derived_files_hold(tmp_path: Path) -> None:
+    run = _complete_release(tmp_path)
+    with process.open_process(run.parent, run.name)[0] as engine:
+        finished = final_todos(engine.store, ["prepare", "ship", "nope"])
+    assert sorted(finished) == ["ship"]
+    (run / "todos" / "ship.json").write_text("{not json")
+    with process.open_process(run.parent, run.name)[0] as engine:
+        assert final_todos(engine.store, ["ship"]) == finished
+    assert run_cli("status", run.name, "--json", cwd=tmp_path).returncode == 0
+
+
+def test_png_without_a_browser_says_what_to_install(tmp_path: Path) -> None:
+    run = _complete_release(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "todoflow", "status", run.name, "--png", "card.png"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PATH": str(tmp_path)},
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "--png needs a Chromium or Chrome browser" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "card.png").exists()

@@ -48,7 +48,7 @@ lint: setup
 	$(BIN)/ruff check $(PACKAGES) tests bench editors
 	$(BIN)/ruff format --check $(PACKAGES) tests bench editors
 	$(BIN)/vulture $(PACKAGES) tests bench --exclude "tests/fixtures,node_modules" --min-confidence 60 \
-		--ignore-decorators "@_settles,@_derives,@_describes"  # handlers found in tables keyed by entry kind
+		--ignore-decorators "@_settles,@_derives,@_describes,@_asks"  # handlers found in tables keyed by entry kind
 
 # The packages live in top-level folders mapped into `todoflow.*` by setuptools;
 # mypy reads them through a tree of links laid out as the installed package.
@@ -70,6 +70,7 @@ bench: setup
 	$(BIN)/python -m bench.compile
 	$(BIN)/python -m bench.runtime
 	$(BIN)/python -m bench.resume
+	$(BIN)/python -m bench.replay
 	$(BIN)/python -m bench.mcp_step
 	$(BIN)/python -m bench.interop
 	$(BIN)/python -m bench.lsp

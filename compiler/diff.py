@@ -27,6 +27,7 @@ from todoflow.dsl.nodes import node
 from .formats import (
     ChecklistChange,
     Diff,
+    DiffRun,
     DiffSide,
     FieldChange,
     LlmConfig,
@@ -373,9 +374,14 @@ def _positions(
 
 
 def text(diff: Diff) -> str:
-    """The diff for people: nothing when the two are equivalent."""
+    """The diff for people: nothing when the two are equivalent (but the runs, if asked)."""
+    runs = "" if diff.runs is None else _runs_text(diff.runs)
     if diff.equivalent:
-        return ""
+        return runs
+    return _changes_text(diff) + (f"\n{runs}" if runs else "")
+
+
+def _changes_text(diff: Diff) -> str:
     lines = [_heading("OLD", diff.old), _heading("NEW", diff.new), ""]
     for change in diff.workflow or []:
         lines.append(f"~ workflow {change.field}: {_value(change.old)} -> {_value(change.new)}")
@@ -505,3 +511,25 @@ def _summary(diff: Diff) -> str:
     if diff.workflow:
         parts.insert(0, "the workflow's " + " and ".join(c.field for c in diff.workflow))
     return "NEW differs from OLD: " + ", ".join(parts)
+
+
+def _runs_text(runs: list[DiffRun]) -> str:
+    """Each run of OLD: its state now, and NEW's verdict on its journal (`todoflow replay`)."""
+    lines = [f"runs of OLD: {len(runs) or 'none'}"]
+    width = max((len(run.process_id) for run in runs), default=0)
+    for run in runs:
+        lines.append(f"  {run.process_id:<{width}}  {run.status:<8}  {_run_verdict(run)}")
+    return "\n".join(lines) + "\n"
+
+
+OUTCOMES = {"refused": "refused", "unreachable": "no longer reachable"}
+
+
+def _run_verdict(run: DiffRun) -> str:
+    if run.verdict is None:
+        return run.error or ""
+    if run.first is None:
+        return run.verdict
+    first = run.first
+    said = f"{OUTCOMES[first.outcome]}: {first.reason}" if first.reason else OUTCOMES[first.outcome]
+    return f"{run.verdict} from entry {run.from_entry} ({first.type} of step `{first.step}` {said})"

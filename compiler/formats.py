@@ -1,10 +1,11 @@
 """The file formats of the TodoTaskPlanStep platform, as pydantic models.
 
 plan.json (the flat format, with our `tasks` and `generic_agent` extensions),
-step_config.json and todos.json (seeds/todo-task-plan-step.md), and what `todoflow
-diff --format json` prints. The same models write the files and give their JSON
-Schemas (`todoflow schema`), so an emitted file always validates against the published
-schema. Optional fields are omitted when empty, never written as null.
+step_config.json and todos.json (seeds/todo-task-plan-step.md), and what `todoflow diff
+--format json` and `todoflow replay --format json` print. The same models write the
+files and give their JSON Schemas (`todoflow schema`), so an emitted file always
+validates against the published schema. Optional fields are omitted when empty, never
+written as null.
 """
 
 from __future__ import annotations
@@ -240,6 +241,85 @@ class StepChange(_Model):
     tasks: ChecklistChange | None = None
 
 
+class ReplayEntry(_Model):
+    """One entry of a run's journal, offered to NEW's engine where the run made it."""
+
+    seq: int = Field(ge=1, description="its place in the run's journal")
+    type: str = Field(description="the entry's kind, as the journal names it: `confirm`, `submit_tasks`, …")
+    step: str
+    by: str = Field(description="who made it: `agent`, `caller`, `script` or `driver`")
+    outcome: Literal["holds", "refused", "unreachable"] = Field(
+        description="`holds`: NEW's engine accepts it; `refused`: it does not (or a route's work that "
+        "passed prevalidation fails it under NEW); `unreachable`: the run under NEW is not where the "
+        "entry was made (another step, node, task or delegation)"
+    )
+    reason: str | None = Field(
+        default=None,
+        description="refused: the engine's refusal, word for word; unreachable: where the run is instead",
+    )
+
+
+class ReplayStand(_Model):
+    """Where the run would stand under NEW after its journal."""
+
+    step: str | None = Field(default=None, description="absent once the workflow is complete")
+    node: Literal["intake", "work", "delegated", "revise", "finished"]
+    position: int = Field(ge=1, description="the cursor: every task before it is done")
+    total: int = Field(ge=0, description="the tasks of the step's checklist")
+    role: str = Field(description="as the run card names it: `Task 2/4`, `Checklist`, `Revise checklist`, …")
+    status: Literal["stopped", "blocked", "complete"]
+    completed_steps: list[str]
+    attempt_id: str | None = Field(
+        default=None, description="the directive's attempt id; absent once complete"
+    )
+
+
+class ReplayRun(_Model):
+    """The run replayed, as its run.json and `todoflow status` say."""
+
+    process_id: str
+    workflow_id: str
+    source: str = Field(description="the file the run's definition was read from")
+    source_sha256: str | None = None
+    status: Literal["running", "stopped", "blocked", "complete"]
+    entries: int = Field(ge=0, description="the entries of its journal")
+
+
+class Replay(_Model):
+    """`todoflow replay RUN --against NEW --format json`: the run's journal through NEW's engine."""
+
+    run: ReplayRun
+    against: DiffSide
+    check_workspace: bool = Field(
+        description="files the run never checked were looked up in the workspace as it is now"
+    )
+    verdict: Literal["compatible", "compatible with refusals", "incompatible"] = Field(
+        description="`compatible`: every entry holds; `compatible with refusals`: the first entry that "
+        "does not hold is refused; `incompatible`: it is unreachable (NEW takes the run elsewhere)"
+    )
+    from_entry: int | None = Field(default=None, description="the first entry that does not hold")
+    first_refusal: ReplayEntry | None = None
+    entries: list[ReplayEntry]
+    stands: ReplayStand
+    directive: dict[str, Any] = Field(
+        description="the directive NEW would hand out next, as MCP `status` returns it"
+    )
+
+
+class DiffRun(_Model):
+    """`diff --runs`: a run of OLD, and what NEW would make of its journal (`todoflow replay`)."""
+
+    process_id: str
+    status: Literal["running", "stopped", "blocked", "complete", "damaged"]
+    error: str | None = Field(default=None, description="damaged: why the run cannot be read")
+    entries: int | None = Field(default=None, ge=0, description="the entries of its journal")
+    verdict: Literal["compatible", "compatible with refusals", "incompatible"] | None = None
+    from_entry: int | None = Field(default=None, description="the first entry that does not hold")
+    first: ReplayEntry | None = Field(default=None, description="that entry, with its outcome and reason")
+    first_refusal: ReplayEntry | None = None
+    stands: ReplayStand | None = Field(default=None, description="where the run would stand under NEW")
+
+
 class Diff(_Model):
     """`todoflow diff OLD NEW --format json`: what NEW changes of OLD."""
 
@@ -250,6 +330,10 @@ class Diff(_Model):
         default=None, description="id and title, when both are sources"
     )
     steps: list[StepChange]
+    runs: list[DiffRun] | None = Field(
+        default=None,
+        description="with --runs: every run whose source_sha256 is OLD's, newest first, replayed against NEW",
+    )
 
 
 SCHEMAS: dict[str, type[_Model]] = {
@@ -257,6 +341,7 @@ SCHEMAS: dict[str, type[_Model]] = {
     "step-config": StepConfig,
     "todos": Todos,
     "diff": Diff,
+    "replay": Replay,
 }
 
 

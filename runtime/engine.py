@@ -49,7 +49,7 @@ from .replies import (
 )
 from .state import Applied, ProcessState, attempt_id, leave, settle
 from .store.base import Derived, LearningStore, Moved, Request, Store, StoreError
-from .workspace import missing
+from .workspace import Files, Folder
 
 Clock = Callable[[], str]
 T = TypeVar("T")
@@ -102,8 +102,10 @@ class Engine:
         learnings: LearningStore | None = None,
         fast_path_only: bool = False,
         scripts: Path | None = None,
+        files: Files | None = None,
     ) -> None:
         self.store, self.plan, self.workspace = store, store.plan, workspace
+        self.files = files or Folder(workspace)  # what the rules ask of the workspace (a replay: the journal)
         self.fast_path_only = fast_path_only  # learn_code steps: the script, never an orchestrator
         self.workflow = dict(workflow)
         self.clock = clock
@@ -307,7 +309,7 @@ class Engine:
                     **head, tasks=tasks, progress_checklist_outcome=reply.progress_checklist_outcome
                 )
             case WorkReply() | SubAgentFailedReply() if state.node == "delegated":
-                return orchestrator.sub_agent(head, step, state, reply, self.workspace)
+                return orchestrator.sub_agent(head, step, state, reply, self.files)
             case WorkReply():
                 return Confirm(
                     **head,
@@ -332,14 +334,14 @@ class Engine:
             case DelegateReply() | ContinueReply() | CompleteReply():
                 return orchestrator.decision(head, step, state, reply)
             case CreateTodoReply() | UpdateTodoReply() | CompleteTodoReply():
-                return orchestrator.tool(head, step, state, reply, self.workspace)
+                return orchestrator.tool(head, step, state, reply, self.files)
             case SubAgentFailedReply():
                 raise InvalidReply("`failed` is a delegated sub-agent's answer; no todo is delegated now")
 
     def _check_outputs(self, settled: ProcessState) -> None:
         step = self.plan.step(settled.step_id or "")
         for name in step.expected_files:
-            problem = missing(self.workspace, name)
+            problem = self.files.missing(name)
             if problem is not None:
                 raise InvalidReply(f"step `{step.id}` cannot complete: its expected file {problem}")
 

@@ -11,8 +11,6 @@ refusal raises `InvalidReply` naming the field and the rule; nothing changes.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from todoflow.compiler.checklist import MAX_TASKS
 
 from .entries import (
@@ -41,7 +39,7 @@ from .replies import (
     WorkReply,
 )
 from .state import ProcessState, turns_allowed
-from .workspace import prevalidate
+from .workspace import Files
 
 
 def todo_id(position: int) -> str:
@@ -144,7 +142,7 @@ def decision(
 
 
 def sub_agent(
-    head: Head, step: RunStep, state: ProcessState, reply: WorkReply | SubAgentFailedReply, workspace: Path
+    head: Head, step: RunStep, state: ProcessState, reply: WorkReply | SubAgentFailedReply, files: Files
 ) -> Entry:
     """The entry of the delegated sub-agent's answer: done (prevalidated for a route) or failed."""
     delegation = state.delegation
@@ -153,16 +151,14 @@ def sub_agent(
         return SubAgentFailed(
             **head, position=delegation.position, agent=delegation.agent, failed=reply.failed
         )
-    return _done(head, step, state, reply.evidence, reply.progress_execution_outcome, workspace)
+    return _done(head, step, state, reply.evidence, reply.progress_execution_outcome, files)
 
 
-def _done(
-    head: Head, step: RunStep, state: ProcessState, evidence: str, outcome: str, workspace: Path
-) -> Entry:
+def _done(head: Head, step: RunStep, state: ProcessState, evidence: str, outcome: str, files: Files) -> Entry:
     delegation = state.delegation
     assert delegation is not None
     route = step.route(delegation.agent)
-    checked = prevalidate(workspace, route.step.expected_files) if route is not None else None
+    checked = files.prevalidate(route.step.expected_files) if route is not None else None
     return SubAgentDone(  # the generic agent's: no prevalidation, no learning
         **head,
         position=delegation.position,
@@ -180,7 +176,7 @@ def tool(
     step: RunStep,
     state: ProcessState,
     reply: CreateTodoReply | UpdateTodoReply | CompleteTodoReply,
-    workspace: Path,
+    files: Files,
 ) -> Entry:
     """The entry of a todo tool call (`create_todo`, `update_todo`, `complete_todo`)."""
     delegated = state.node == "delegated"
@@ -196,7 +192,7 @@ def tool(
     if isinstance(reply, CompleteTodoReply):
         _check_current(reply.todo_id, state, "todo_id", delegated)
         if delegated:
-            return _done(head, step, state, reply.evidence, reply.result, workspace)
+            return _done(head, step, state, reply.evidence, reply.result, files)
         return Confirm(
             **head, position=state.position, evidence=reply.evidence, progress_execution_outcome=reply.result
         )

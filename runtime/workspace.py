@@ -4,6 +4,10 @@ A name is joined to the workspace and resolved, symlinks followed, and must stay
 inside it: `../x`, an absolute path or a link pointing out of the workspace never
 satisfies an expected file. Prevalidation — the check a route's sub-agent must pass
 before its todo counts as done — is the sub-step's validation_schema applied here.
+
+The engine asks its questions of the workspace through `Files`: a run's folder on disk
+answers them (`Folder`); a replay (`views.replay`) answers from what the journal
+recorded of the workspace when the run ran.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import os
 import stat
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 
 def confined(workspace: Path, name: str) -> Path | str:
@@ -77,12 +81,54 @@ def prevalidate(workspace: Path, expected: Iterable[str]) -> Prevalidation:
     root = workspace.resolve()
     found, problems = [], []
     for name in expected:
-        path = _confined(root, name)
-        problem = _missing(name, path)
-        if problem is not None:
-            problems.append(problem)
-        elif isinstance(path, Path):
-            found.append((name, hashlib.sha256(path.read_bytes()).hexdigest()))
+        digest = _digest(root, name)
+        if isinstance(digest, tuple):
+            found.append(digest)
+        else:
+            problems.append(digest)
+    return checked(found, problems)
+
+
+def file_digest(workspace: Path, name: str) -> tuple[str, str] | str:
+    """(name, sha256) of an existing file of the workspace, or why it is not one."""
+    return _digest(workspace.resolve(), name)
+
+
+def _digest(root: Path, name: str) -> tuple[str, str] | str:
+    path = _confined(root, name)
+    problem = _missing(name, path)
+    if problem is not None:
+        return problem
+    assert isinstance(path, Path)
+    return name, hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def checked(found: Iterable[tuple[str, str]], problems: list[str]) -> Prevalidation:
+    """A prevalidation's result: passed when nothing is wrong, else every problem, in order."""
     if problems:
         return Prevalidation(False, "prevalidation failed: " + "; ".join(problems), tuple(found))
     return Prevalidation(True, None, tuple(found))
+
+
+class Files(Protocol):
+    """What the engine asks of a workspace: whether a step's expected file is there, and a
+    route's prevalidation."""
+
+    def missing(self, name: str) -> str | None:
+        """Why `name` is not an existing file of the workspace, or None."""
+        ...
+
+    def prevalidate(self, expected: Iterable[str]) -> Prevalidation: ...
+
+
+class Folder:
+    """The workspace as it is on disk."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def missing(self, name: str) -> str | None:
+        return missing(self.root, name)
+
+    def prevalidate(self, expected: Iterable[str]) -> Prevalidation:
+        return prevalidate(self.root, expected)

@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 from todoflow import runs
 from todoflow.compiler.sources import STDIN, UnreadableError, display_name, read_source
 from todoflow.dsl.diagnostics import Diagnostic, TodoflowError, render_all
+from todoflow.runtime import RUN_DIR
 
 if TYPE_CHECKING:
     from todoflow.compiler.analysis import Analysis
     from todoflow.compiler.diff import Side
+    from todoflow.runtime.definition import RunDefinition
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 QUIET = "print errors only: no warnings, notes, summaries or progress (a verb's output on stdout stays)"
@@ -115,9 +117,10 @@ def _source_verbs(commands: Any) -> None:
 
 
 def _analysis_verbs(commands: Any) -> None:
-    """`schema`, `diff`, `paths`: formats, changes and the machine's paths."""
+    """`schema`, `diff`, `replay`, `paths`: formats, changes, runs under a change and the
+    machine's paths."""
     schema = commands.add_parser("schema", help="print the JSON Schema of a file format")
-    schema.add_argument("name", choices=["plan", "step-config", "todos", "diff"])
+    schema.add_argument("name", choices=["plan", "step-config", "todos", "diff", "replay"])
 
     diff = commands.add_parser(
         "diff", help="what NEW changes of OLD: steps, fields, routes, prompts, checklists by position"
@@ -125,6 +128,20 @@ def _analysis_verbs(commands: Any) -> None:
     diff.add_argument("old", metavar="OLD", help="a .todoflow file, a compiled folder or a plan.json")
     diff.add_argument("new", metavar="NEW", help="the same kinds as OLD")
     diff.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+    diff.add_argument(
+        "--runs", action="store_true", help="every run of OLD, and what NEW would make of it (`replay`)"
+    )
+    _run_options(diff, "with --runs: ")
+
+    replay = commands.add_parser(
+        "replay", help="a run's journal through the engine with another definition: what still holds"
+    )
+    replay.add_argument("process_id", metavar="RUN", help="the run's process id")
+    replay.add_argument(
+        "--against", required=True, metavar="NEW", help="a .todoflow file, a compiled folder or a plan.json"
+    )
+    replay.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+    _run_options(replay, "")
 
     paths = commands.add_parser("paths", help="the paths through each step's machine, for tests")
     paths.add_argument("file", metavar="FLOW", help="the workflow")
@@ -166,6 +183,19 @@ def _plan_verbs(commands: Any) -> None:
     migrate.add_argument("--write", action="store_true", help="apply the changes (default: only list them)")
 
 
+def _run_options(verb: argparse.ArgumentParser, lead: str) -> None:
+    """Where the runs are, and how a replay treats the workspace (`replay`, `diff --runs`)."""
+    verb.add_argument("--run-dir", metavar="DIR", help=f"{lead}where runs live (default {RUN_DIR})")
+    verb.add_argument(
+        "--store", metavar="URL", help=f"{lead}runs in a database, postgresql://… (or ${runs.STORE})"
+    )
+    verb.add_argument(
+        "--check-workspace",
+        action="store_true",
+        help="look up the files NEW expects that a run never checked in its workspace, as it is now",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from todoflow import completion
 
@@ -192,7 +222,8 @@ def _main(args: argparse.Namespace) -> int:
         "compile": lambda: _compile(args.file, args.output, args.force),
         "graph": lambda: _graph(args),
         "schema": lambda: _schema(args.name),
-        "diff": lambda: _diff(args.old, args.new, args.format),
+        "diff": lambda: _diff(args),
+        "replay": lambda: _replay(args),
         "paths": lambda: _paths(args.file, args.step, args.max_revisions, args.format),
         "run": lambda: runs.run(args),
         "status": lambda: runs.status(args),
@@ -420,21 +451,30 @@ def _count(text: str) -> int:
     return int(text)
 
 
-def _diff(old: str, new: str, output: str) -> int:
+def _diff(args: argparse.Namespace) -> int:
     """Exit 0 when the two are equivalent, 1 when they differ, 2 when one cannot be read."""
     from todoflow.compiler.diff import compare, text
 
-    sides = [_diff_side(old), _diff_side(new)]
-    if sides[0] is None or sides[1] is None:
+    if not args.runs and (args.run_dir or args.store or args.check_workspace):
+        print("todoflow: error: --run-dir, --store and --check-workspace go with --runs", file=sys.stderr)
         return EXIT_USAGE
-    found = compare(sides[0], sides[1])
-    sys.stdout.write(found.to_json() if output == "json" else text(found))
+    old, new = _definition(args.old), _definition(args.new)
+    if old is None or new is None:
+        return EXIT_USAGE
+    found = compare(_side(args.old, old), _side(args.new, new))
+    if args.runs:
+        from todoflow.runtime.store.base import runs_at
+        from todoflow.runtime.views.replay import runs_of
+
+        location = runs_at(runs.where(args))
+        replays = runs_of(location, old.source_sha256, new, args.new, args.check_workspace)
+        found = found.model_copy(update={"runs": list(replays)})
+    sys.stdout.write(found.to_json() if args.format == "json" else text(found))
     return EXIT_OK if found.equivalent else EXIT_ERRORS
 
 
-def _diff_side(path: str) -> Side | None:
-    """One side of a diff, read as a run reads it; None (diagnostics printed) if it cannot be."""
-    from todoflow.compiler.diff import Side
+def _definition(path: str) -> RunDefinition | None:
+    """A workflow read as a run reads it; None (diagnostics printed) if it cannot be."""
     from todoflow.runtime.definition import read_definition
 
     try:
@@ -442,11 +482,14 @@ def _diff_side(path: str) -> Side | None:
     except TodoflowError as error:  # a plan the runtime cannot walk
         print(f"todoflow: error: {error.render()}", file=sys.stderr)
         return None
-    shown = [d for d in reading.diagnostics if d.severity != "note"]  # a diff is not a check
+    shown = [d for d in reading.diagnostics if d.severity != "note"]  # not a check: notes left out
     sys.stderr.write(render_all(shown, reading.sources))
-    definition = reading.definition
-    if definition is None:
-        return None
+    return reading.definition
+
+
+def _side(path: str, definition: RunDefinition) -> Side:
+    from todoflow.compiler.diff import Side
+
     named = Path(definition.source).suffix != ".json"  # a plan.json names no workflow
     return Side(
         path,
@@ -455,6 +498,19 @@ def _diff_side(path: str) -> Side | None:
         definition.workflow_id if named else None,
         definition.title if named else None,
     )
+
+
+def _replay(args: argparse.Namespace) -> int:
+    """Exit 0 when every entry of the run holds under NEW, 1 when not, 2 when NEW cannot be read."""
+    from todoflow.runtime.store.base import runs_at
+    from todoflow.runtime.views.replay import replay, text
+
+    new = _definition(args.against)
+    if new is None:
+        return EXIT_USAGE
+    replayed = replay(runs_at(runs.where(args)), args.process_id, new, args.against, args.check_workspace)
+    sys.stdout.write(replayed.report.to_json() if args.format == "json" else text(replayed))
+    return EXIT_OK if replayed.report.verdict == "compatible" else EXIT_ERRORS
 
 
 def _paths(path: str, step_id: str | None, max_revisions: int, output: str) -> int:

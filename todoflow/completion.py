@@ -2,10 +2,11 @@
 
 Every verb and option comes from `cli.build_parser()` when the script is printed, so the
 completion never drifts from the command line. What an argument takes is read from its
-argparse action: its choices, or else its metavar — a workflow (`FILE` as a positional:
-`.todoflow` files and folders), a run (`PROCESS_ID`, `RUN`: the ids of the runs at the
-store location the line names), a folder (`...DIR`), a file (`FILE`, `PLAN.json`, ...),
-an agent (`human`, `llm`, `scripted:` and a replies file), or free text. Run ids are
+argparse action: its choices, or else its metavar — a workflow (`FILE` as a positional,
+`OLD` and `NEW`: `.todoflow` files and folders), a run (`PROCESS_ID`, `RUN`: the ids of
+the runs at the store location the line names), a folder (`...DIR`), a file (`FILE`,
+`PLAN.json`, ...), an agent (`human`, `llm`, `scripted:` and a replies file), or free
+text. Run ids are
 listed at completion time by the hidden verb `todoflow __complete runs [--run-dir DIR]
 [--store URL]`, which prints one id a line and never an error.
 
@@ -53,7 +54,7 @@ def _kind(action: argparse.Action) -> str:
         return "agent"
     if metavar.endswith("DIR"):
         return "dir"
-    if metavar == "FILE" and not action.option_strings:
+    if (metavar == "FILE" and not action.option_strings) or metavar in ("OLD", "NEW"):
         return "workflow"
     if metavar == "FILE" or "." in metavar:
         return "file"

@@ -4,7 +4,8 @@ the same name gives the same runs).
 
 It keeps what a durable store keeps — the journal, which reply used each attempt id
 (so a retried reply is `Replayed`, as in every store), the learnings, the starts — and
-derives the seed's events as it commits, for whoever looks.
+derives the seed's events from the journal for whoever looks (when asked: a step pays
+for nothing nobody reads, as a replay's thousand steps would).
 """
 
 from __future__ import annotations
@@ -53,8 +54,7 @@ class MemoryStore:
         self.process_id, self.plan, self.started_at = process_id, plan, started_at
         self.state = initial_state(plan, started_at)
         self.journal: list[Entry] = []
-        self.events: list[dict[str, Any]] = []
-        self.requests: dict[str, str] = {}  # attempt id -> the digest of the reply that used it
+        self.requests: dict[str, Request] = {}  # attempt id -> the reply that used it
         self.learnings, self.definition_sha256 = learnings, definition_sha256
         self._lock = threading.Lock()
 
@@ -64,18 +64,23 @@ class MemoryStore:
             yield self.state
 
     def commit(self, steps: Sequence[Applied], after: ProcessState, request: Request | None = None) -> None:
-        for before, settled, entry in steps:
-            self.journal.append(entry)
-            self.events += entry_events(self.plan, before, settled, entry, self.process_id)
+        self.journal += [applied.entry for applied in steps]
         if self.learnings is not None:
             for learning in learned(self.plan, self.process_id, self.definition_sha256, steps):
                 self.learnings.add(learning)
         if request is not None:
-            self.requests[request.attempt] = request.digest
+            self.requests[request.attempt] = request  # its digest is computed if a retry asks
         self.state = after
 
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """The seed's events of the journal, as a run folder's events.jsonl holds them."""
+        steps = replay(self.plan, initial_state(self.plan, self.started_at), self.journal)
+        return [event for s in steps for event in entry_events(self.plan, *s, self.process_id)]
+
     def replayed(self, request: Request) -> bool:
-        return self.requests.get(request.attempt) == request.digest
+        used = self.requests.get(request.attempt)
+        return used is not None and used.digest == request.digest
 
     def behind(self, state: ProcessState) -> bool:
         return False

@@ -99,7 +99,7 @@ def test_option_values(project: Path) -> None:
     assert bash(project, "run", "--agent", "scripted:rep") == ["scripted:replies.yaml"]
     assert bash(project, "run", "--agent", "scripted", ":", "rep") == ["replies.yaml"]
     assert sorted(bash(project, "compile", "flows/release.todoflow", "-o", "")) == FOLDERS
-    assert bash(project, "schema", "") == ["plan", "step-config", "todos", "diff"]
+    assert bash(project, "schema", "") == ["plan", "step-config", "todos", "diff", "replay"]
     assert bash(project, "learnings", "") == ["list", "show", "retire"]
     assert bash(project, "completion", "") == ["bash", "zsh", "fish"]
 
@@ -110,13 +110,15 @@ def test_workflow_arguments_offer_todoflow_files_and_folders(project: Path) -> N
     assert bash(project, "fmt", "--check", "flows/release.todoflow", "flows/") == ["flows/release.todoflow"]
     assert bash(project, "run", "fl") == ["flows"]
     assert bash(project, "graph", "--format", "svg", "flows/") == ["flows/release.todoflow"]
+    assert bash(project, "diff", "flows/release.todoflow", "flows/") == ["flows/release.todoflow"]
+    assert bash(project, "replay", "some-run", "--against", "fl") == ["flows"]
 
 
 def test_run_ids_come_from_the_store_location_on_the_line(project: Path) -> None:
     default, other = _runs(project, ".todoflow/runs"), _runs(project, "other")
     assert len(default) == len(other) == 1
     assert default != other
-    for verb in ("status", "log", "report"):
+    for verb in ("status", "log", "report", "replay"):
         assert bash(project, verb, "") == default, verb
         assert bash(project, verb, "--run-dir", "other", "") == other, verb
     assert bash(project, "run", "--resume", "") == default

@@ -136,23 +136,33 @@ class Cluster:
             raise Unavailable(f"initdb failed: {result.stderr.strip() or result.stdout.strip()}")
 
     def start(self, port: int | None = None) -> str:
-        """Start the server on a loopback port (a free one unless given); its URL."""
+        """Start the server on a loopback port (a free one unless given); its URL. A free
+        port another process took before the server bound it (tests run in parallel) is
+        traded for another."""
         self.init()
-        self.port = port or free_port()
-        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.folder}"
-        result = self._run(
-            "pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data), "-l", str(self.folder / "log"),
-            "-o", options, check=False,
-        )  # fmt: skip
-        if result.returncode != 0:
-            log = (
-                (self.folder / "log").read_text(errors="replace")[-2000:]
-                if (self.folder / "log").exists()
-                else ""
-            )
-            raise Unavailable(f"pg_ctl start failed: {result.stderr.strip()}\n{log}")
+        tries = 1 if port else 5
+        for attempt in range(1, tries + 1):
+            self.port = port or free_port()
+            failed = self._start_server()
+            if failed is None:
+                break
+            if attempt == tries or "already in use" not in failed:
+                raise Unavailable(failed)
         self._create_database(USER)
         return self.url
+
+    def _start_server(self) -> str | None:
+        """`pg_ctl start` on `self.port`: None, or why it failed (with the log's end)."""
+        log = self.folder / "log"
+        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.folder}"
+        result = self._run(
+            "pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data), "-l", str(log), "-o", options,
+            check=False,
+        )  # fmt: skip
+        if result.returncode == 0:
+            return None
+        tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+        return f"pg_ctl start failed: {result.stderr.strip()}\n{tail}"
 
     def running_port(self) -> int | None:
         """The port of the server running on this cluster, if one is."""

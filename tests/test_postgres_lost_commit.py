@@ -130,7 +130,7 @@ def test_a_call_that_cannot_reach_the_database_fails_within_its_bound_and_change
     began = time.monotonic()
     with pytest.raises(pg_store.DatabaseError, match="no connection within the time allowed"):
         engine.step(engine.directive().attempt_id, intake("a"))
-    assert time.monotonic() - began < 3  # one wait for a connection, not one per connection lost
+    assert time.monotonic() - began < 4  # one wait (1 s) for a connection, not one per try (6 s)
     engine, _ = process.open_process(pg_url, "p-1")
     assert engine.store.entries() == []
     assert engine.directive().node == "intake"

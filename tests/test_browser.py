@@ -33,7 +33,7 @@ from .chromium import CHECKS, MERMAID, Browser, Page, missing
 from .conftest import EXAMPLES, FIXTURES, run_cli
 from .runtime_helpers import confirm, start
 
-pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
+pytestmark = [pytest.mark.skipif(missing() is not None, reason=str(missing())), pytest.mark.slow]
 
 HOSTILE = FIXTURES / "diagrams" / "hostile.todoflow"
 WORKFLOWS = [*EXAMPLES, HOSTILE]

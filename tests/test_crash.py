@@ -11,6 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from todoflow.runtime.store import read_journal
 
 from .conftest import ROOT
@@ -45,6 +47,7 @@ replies:
   - {evidence: "did two", progress_execution_outcome: "two ok", files: {out.txt: "done"}}
   - {evidence: "summary written", progress_execution_outcome: "wrapped"}
 """
+pytestmark = pytest.mark.slow
 MODES = ("before", "partial", "after")
 
 

@@ -27,6 +27,7 @@ from .conftest import ROOT, run_cli
 from .postgres import Cluster
 from .runtime_helpers import Clock, confirm, intake
 
+pytestmark = pytest.mark.slow
 ORCHESTRATED = ROOT / "examples" / "orchestrated.todoflow"
 REPLIES = ROOT / "examples" / "replies" / "orchestrated.yaml"
 FLOW = """\

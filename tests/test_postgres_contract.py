@@ -36,7 +36,7 @@ workflow w "W" {
 """
 
 
-@pytest.fixture(params=["folder", "postgres"])
+@pytest.fixture(params=["folder", pytest.param("postgres", marks=pytest.mark.slow)])
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
     """Where the test's runs live: a run folder's parent, or a fresh database."""
     if request.param == "folder":

@@ -29,7 +29,7 @@ from todoflow.runtime.pg_store import CONNECT_TIMEOUT
 from .conftest import ROOT
 from .postgres import Cluster
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 TASKS = [{"action": f"Task {n}", "expected_result": f"task {n} checked"} for n in (1, 2, 3)]
 STEPS = 1 + len(TASKS)  # the intake and a confirmation per task
 ANSWER_WITHIN = 60  # seconds: a call waits at most 10 s for a connection, and fails then

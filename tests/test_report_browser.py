@@ -19,7 +19,7 @@ from . import test_browser
 from .chromium import CHECKS, Page, missing
 from .test_report import FLOW, orchestrated
 
-pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
+pytestmark = [pytest.mark.skipif(missing() is not None, reason=str(missing())), pytest.mark.slow]
 browser, page = test_browser.browser, test_browser.page  # its fixtures: one Chromium, a tab per test
 
 # every run of text outside the drawings, and the nearest box that is not inline: a line

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -123,6 +124,7 @@ def main(argv: list[str]) -> int:
     groups = args.group or list(GROUPS)
     SCRATCH.mkdir(parents=True, exist_ok=True)
     tallies = {name: Tally() for name in groups}
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stopped: the burners and pytest too
     burners = [subprocess.Popen([sys.executable, "-c", BURN]) for _ in range(args.burners)]
     try:
         for number in range(1, args.rounds + 1):

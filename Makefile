@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 PACKAGES := todoflow dsl compiler runtime grammars
 TYPECHECK := build/typecheck
 
-.PHONY: setup demo test lint typecheck pytest bench screenshots fuzz clean node-tools editors editor-screenshot
+.PHONY: setup demo test test-fast lint typecheck pytest bench screenshots fuzz clean node-tools editors editor-screenshot
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -61,8 +61,17 @@ typecheck: setup
 	ln -s "$$PWD/grammars" $(TYPECHECK)/todoflow/grammars
 	cd $(TYPECHECK) && "$$OLDPWD/$(BIN)/mypy" --config-file "$$OLDPWD/pyproject.toml" -p todoflow
 
+# Every test, the slow ones too, spread over one pytest worker per core (pytest-xdist;
+# each worker starts its own PostgreSQL cluster). PYTEST_WORKERS=0 runs them in one process.
+PYTEST_WORKERS ?= auto
+
 pytest: setup
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal
+
+# The quick inner loop: every test but those marked `slow` (crash, scale, PostgreSQL,
+# browser, LSP and MCP subprocesses, fuzz): it needs neither Chromium nor PostgreSQL.
+test-fast: $(STAMP)
+	$(BIN)/pytest -m "not slow" -n $(PYTEST_WORKERS) --dist worksteal
 
 # Benchmarks run as modules of the `bench` package from the repo root (scratch: build/bench/).
 bench: setup

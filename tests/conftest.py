@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-from .support.postgres import pg_cluster, pg_url  # noqa: F401  (the PostgreSQL fixtures, for tests/test_postgres*.py)
+import pytest
+
+from .support.postgres import pg_cluster, pg_url  # noqa: F401  (the PostgreSQL fixtures, for the store's tests)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.todoflow"))
@@ -20,6 +24,16 @@ FMT = sorted((FIXTURES / "fmt").glob("*.todoflow"))
 
 def relative(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
+
+
+def wait_until(condition: Callable[[], bool], awaited: str, within: float = 60.0) -> None:
+    """Wait for `condition`, looked at every 50 ms; after `within` seconds the test fails
+    saying what it waited for. (A test orders events by what happened, never by a sleep.)"""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {within:g} s for {awaited}")
+        time.sleep(0.05)
 
 
 def run_cli(

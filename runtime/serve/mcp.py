@@ -22,6 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from todoflow.dsl.diagnostics import TodoflowError
+
 from ..replies import (
     CompleteTodoReply,
     ContinueReply,
@@ -326,7 +328,7 @@ def build_server(service: TodoService) -> Any:
         def run(arguments: dict[str, Any]) -> dict[str, Any]:
             try:
                 return handler(arguments)
-            except ServeError as error:
+            except TodoflowError as error:  # a refusal, a database out of reach: said, not a crash
                 raise ToolError(str(error)) from None
 
         made = Tool.from_function(run, name=name, description=description)

@@ -218,17 +218,20 @@ class PgRuns:
             try:
                 with self.pool.connection() as connection:
                     return work(connection)
+            except PoolTimeout:  # an OperationalError too, but no connection was there to replace
+                raise _no_connection(self.location) from None
             except psycopg.OperationalError as error:
                 if tries == POOL_SIZE + 1:
                     raise DatabaseError(f"cannot reach {self.location}: {_reason(error)}") from None
-            except PoolTimeout:
-                raise _no_connection(self.location) from None
             except psycopg.Error as error:
                 raise DatabaseError(f"{self.location}: {_reason(error)}") from None
         raise AssertionError("unreachable")
 
     def write(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
-        """`work` in one transaction; a failure is a `DatabaseError` and changes nothing."""
+        """`work` in one transaction, all or nothing; a failure is a `DatabaseError`. A
+        connection lost during the commit leaves its outcome unknown, and the work is done
+        again on another: every write is made safe to repeat, one that finds itself done
+        answering as it did the first time (a run's creation, a start's preparation)."""
 
         def transaction(connection: psycopg.Connection[Any]) -> T:
             with connection.transaction():
@@ -244,7 +247,7 @@ class PgRuns:
         stored = dict(files)
         if ready:
             stored[READY] = ready_text(ready)
-        self._insert_run(meta.process_id, meta.text(), stored, [], [])
+        self._insert_run(meta.process_id, meta.text(), stored, [], [], meta.start_attempt_id)
 
     def _insert_run(
         self,
@@ -253,16 +256,28 @@ class PgRuns:
         files: Mapping[str, str],
         journal: Sequence[str],
         learnings: Sequence[tuple[str, str]],
+        start: str | None = None,
     ) -> None:
+        """The run's rows in one transaction; a run made by an MCP `start` marks the start
+        executed in it. Safe to repeat (`write`): a run row made by an earlier attempt of
+        this very write (its transaction id) is this write's, committed before its answer
+        was lost; any other is refused."""
+        made: list[str] = []  # the transaction ids of this write's attempts that made the row
+
         def insert(connection: psycopg.Connection[Any]) -> None:
             with connection.cursor() as cursor:
-                cursor.execute(
+                row = cursor.execute(
                     "INSERT INTO todoflow_processes (process_id, seq, meta) VALUES (%s, %s, %s::json) "
-                    "ON CONFLICT DO NOTHING",
+                    "ON CONFLICT DO NOTHING RETURNING xmin::text",
                     (process_id, len(journal), meta),
-                )
-                if cursor.rowcount != 1:
+                ).fetchone()
+                if row is None:
+                    if _made_by(cursor, process_id) in made:
+                        return
                     raise StoreError(f"there is a run `{process_id}` in {self.location} already")
+                made.append(str(row[0]))
+                if start is not None:
+                    _execute_start(cursor, start, process_id)
                 cursor.executemany(
                     "INSERT INTO todoflow_plan_files (process_id, path, content) VALUES (%s, %s, %s)",
                     [(process_id, path, text) for path, text in files.items()],
@@ -489,6 +504,30 @@ def _in_snapshot(connection: psycopg.Connection[Any], work: Callable[[psycopg.Co
         connection.execute("ROLLBACK")
 
 
+def _made_by(cursor: psycopg.Cursor[Any], process_id: str) -> str | None:
+    """The transaction that made a run's plan (its rows are never changed after)."""
+    row = cursor.execute(
+        "SELECT xmin::text FROM todoflow_plan_files WHERE process_id = %s LIMIT 1", (process_id,)
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _execute_start(cursor: psycopg.Cursor[Any], start_id: str, process_id: str) -> None:
+    """The start marked executed by the run being made, in its transaction: a program that
+    dies before the commit leaves the start free, one that dies after leaves it naming its
+    run. Of two programs executing one start, the second's transaction is refused."""
+    cursor.execute(
+        "UPDATE todoflow_starts SET claimed = true, process_id = %s WHERE start_id = %s AND NOT claimed",
+        (process_id, start_id),
+    )
+    if cursor.rowcount == 1:
+        return
+    row = cursor.execute("SELECT process_id FROM todoflow_starts WHERE start_id = %s", (start_id,)).fetchone()
+    if row is None:
+        raise StoreError(f"unknown startAttemptId `{start_id}`: call start with action `prepare` first")
+    raise StoreError(f"startAttemptId `{start_id}` was executed already (process `{row[0] or ''}`)")
+
+
 def _meta(process_id: str, text: str) -> RunMeta:
     try:
         return RunMeta.model_validate_json(text)
@@ -619,11 +658,11 @@ class PgStore:
         try:
             with self.runs.pool.connection() as connection:
                 row = connection.execute(statement, arguments).fetchone()
+        except PoolTimeout:  # nothing was sent
+            raise _no_connection(self.runs.location) from None
         except psycopg.OperationalError:  # the outcome is unknown: look again at what the database holds
             self._state = None
             raise Moved(f"run `{self.process_id}`: the database did not confirm the step") from None
-        except PoolTimeout:
-            raise _no_connection(self.runs.location) from None
         except psycopg.Error as error:
             raise DatabaseError(f"the step was not saved: {_reason(error)}") from None
         if row is None or row[0] != len(steps):
@@ -780,7 +819,8 @@ class PgStarts:
     def prepare(self, start_id: str, record: StartRecord) -> None:
         self.runs.write(
             lambda c: c.execute(
-                "INSERT INTO todoflow_starts (start_id, record) VALUES (%s, %s::json)",
+                "INSERT INTO todoflow_starts (start_id, record) VALUES (%s, %s::json) "
+                "ON CONFLICT DO NOTHING",  # start ids are fresh: one there already is this very write's
                 (start_id, record.model_dump_json()),
             )
         )
@@ -803,27 +843,15 @@ class PgStarts:
         return None if row is None else StartRecord.model_validate_json(row[0])
 
     def claim(self, start_id: str) -> bool:
-        cursor = self.runs.write(
-            lambda c: c.execute(
-                "UPDATE todoflow_starts SET claimed = true WHERE start_id = %s AND NOT claimed", (start_id,)
-            )
-        )
-        return cursor.rowcount == 1
+        """Always granted here: the start is claimed by the transaction that makes its run
+        (`PgRuns.create`), so a program that dies while executing it claims nothing."""
+        return True
 
     def done(self, start_id: str, process_id: str) -> None:
-        self.runs.write(
-            lambda c: c.execute(
-                "UPDATE todoflow_starts SET process_id = %s WHERE start_id = %s", (process_id, start_id)
-            )
-        )
+        """Nothing to do: the run's creation recorded its process."""
 
     def release(self, start_id: str) -> None:
-        self.runs.write(
-            lambda c: c.execute(
-                "UPDATE todoflow_starts SET claimed = false WHERE start_id = %s AND process_id IS NULL",
-                (start_id,),
-            )
-        )
+        """Nothing to give back: a start is claimed only with its run."""
 
     def expire(self, older_than: float) -> None:
         self.runs.write(

@@ -15,6 +15,7 @@ import pytest
 
 from ..conftest import ROOT
 
+pytestmark = pytest.mark.slow  # each test runs pytest in a subprocess
 TEST = 'def test_release_flow(todoflow_snapshot):\n    todoflow_snapshot("flows/release.todoflow")\n'
 SNAPSHOTS = Path("tests/__snapshots__/test_flows")
 

@@ -9,6 +9,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 import todoflow
 from todoflow.compiler.output import MANIFEST
 
@@ -138,6 +140,7 @@ def test_a_folder_compiled_before_manifests_is_recognised(tmp_path: Path) -> Non
     assert "holds 1 file that todoflow did not write (notes.txt)" in refused.stderr
 
 
+@pytest.mark.slow
 def test_make_demo_shows_the_broken_example_without_a_make_error() -> None:
     result = subprocess.run(
         ["make", "--no-print-directory", "demo"], cwd=ROOT, capture_output=True, text=True, check=False

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +24,7 @@ from todoflow.dsl.diagnostics import Diagnostic
 
 from ..conftest import EXAMPLES, FIXTURES, VALID
 
+pytestmark = pytest.mark.slow
 EXAMPLES_PER_TEST = int(os.environ.get("TODOFLOW_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(
     max_examples=EXAMPLES_PER_TEST,

@@ -24,7 +24,7 @@ from todoflow.dsl.formatter import format_source
 
 from ..conftest import EXAMPLES, FIXTURES, ROOT, run_cli
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 RELEASE = next(p for p in EXAMPLES if p.name == "release.todoflow")
 TIMEOUT = 60
 

@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -135,23 +136,33 @@ class Cluster:
             raise Unavailable(f"initdb failed: {result.stderr.strip() or result.stdout.strip()}")
 
     def start(self, port: int | None = None) -> str:
-        """Start the server on a loopback port (a free one unless given); its URL."""
+        """Start the server on a loopback port (a free one unless given); its URL. A free
+        port another process took before the server bound it (tests run in parallel) is
+        traded for another."""
         self.init()
-        self.port = port or free_port()
-        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.folder}"
-        result = self._run(
-            "pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data), "-l", str(self.folder / "log"),
-            "-o", options, check=False,
-        )  # fmt: skip
-        if result.returncode != 0:
-            log = (
-                (self.folder / "log").read_text(errors="replace")[-2000:]
-                if (self.folder / "log").exists()
-                else ""
-            )
-            raise Unavailable(f"pg_ctl start failed: {result.stderr.strip()}\n{log}")
+        tries = 1 if port else 5
+        for attempt in range(1, tries + 1):
+            self.port = port or free_port()
+            failed = self._start_server()
+            if failed is None:
+                break
+            if attempt == tries or "already in use" not in failed:
+                raise Unavailable(failed)
         self._create_database(USER)
         return self.url
+
+    def _start_server(self) -> str | None:
+        """`pg_ctl start` on `self.port`: None, or why it failed (with the log's end)."""
+        log = self.folder / "log"
+        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.folder}"
+        result = self._run(
+            "pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data), "-l", str(log), "-o", options,
+            check=False,
+        )  # fmt: skip
+        if result.returncode == 0:
+            return None
+        tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+        return f"pg_ctl start failed: {result.stderr.strip()}\n{tail}"
 
     def running_port(self) -> int | None:
         """The port of the server running on this cluster, if one is."""
@@ -211,6 +222,103 @@ class Cluster:
             connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             connection.execute(f'CREATE DATABASE "{name}"')
         return self.database_url(name)
+
+
+class Relay:
+    """A loopback TCP relay to a server that can lose one statement's answer, as a crash or
+    a network cut in the middle of a commit does: after `cut(marker, delivered, after)`,
+    the next message a client sends holding `marker` (on a connection that sent `after`
+    first, if given) reaches the server (`delivered`) or not, and the client's connection
+    closes before any answer reaches it."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self.cuts = 0  # messages cut so far
+        self._armed: tuple[bytes, bool, bytes | None] | None = None
+        self._lock = threading.Lock()
+        self._links: list[_Link] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self, direct: str) -> str:
+        """The URL `direct` (a URL of the relayed server) through this relay."""
+        return direct.replace(f"@127.0.0.1:{self.target}/", f"@127.0.0.1:{self.port}/")
+
+    def cut(self, marker: bytes, delivered: bool, after: bytes | None = None) -> None:
+        with self._lock:
+            self._armed = (marker, delivered, after)
+
+    def close(self) -> None:
+        """Down, as the server looks from behind a cut network: every connection through
+        the relay closed, new ones refused."""
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes `accept`, which `close` alone does not
+        self.listener.close()
+        with self._lock:
+            for link in self._links:
+                link.close()
+
+    def _take(self, data: bytes, link: _Link) -> bool | None:
+        """Whether this message is the one to cut and reaches the server; None: not it."""
+        with self._lock:
+            if self._armed is None:
+                return None
+            marker, delivered, after = self._armed
+            if after is not None and not link.primed:
+                link.primed = after in data
+                return None
+            if marker not in data:
+                return None
+            self._armed = None
+            self.cuts += 1
+            return delivered
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            link = _Link(client, socket.create_connection(("127.0.0.1", self.target)))
+            with self._lock:
+                self._links.append(link)
+            threading.Thread(target=self._up, args=(link,), daemon=True).start()
+            threading.Thread(target=self._down, args=(link,), daemon=True).start()
+
+    def _up(self, link: _Link) -> None:
+        with contextlib.suppress(OSError):
+            while data := link.client.recv(65536):
+                delivered = self._take(data, link)
+                if delivered is not None:
+                    link.cutting.set()
+                    if not delivered:
+                        break
+                link.server.sendall(data)  # a delivered cut ends when its answer comes (`_down`)
+        link.close()
+
+    def _down(self, link: _Link) -> None:
+        with contextlib.suppress(OSError):
+            while data := link.server.recv(65536):
+                if link.cutting.is_set():  # the answer to the message cut: it never arrives
+                    break
+                link.client.sendall(data)
+        link.close()
+
+
+class _Link:
+    """One client's connection through the relay, and the server's end of it."""
+
+    def __init__(self, client: socket.socket, server: socket.socket) -> None:
+        self.client, self.server = client, server
+        self.primed = False  # sent the message a cut waits for
+        self.cutting = threading.Event()
+
+    def close(self) -> None:
+        for end in (self.client, self.server):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+            end.close()
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from ...conftest import FIXTURES, ROOT, run_cli
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 READY = [
     {
         "label": "notes",

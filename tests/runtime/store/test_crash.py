@@ -11,6 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ...conftest import ROOT
 from ...support.runtime_helpers import read_journal
 
@@ -44,6 +46,7 @@ replies:
   - {evidence: "did two", progress_execution_outcome: "two ok", files: {out.txt: "done"}}
   - {evidence: "summary written", progress_execution_outcome: "wrapped"}
 """
+pytestmark = pytest.mark.slow
 MODES = ("before", "partial", "after")
 
 

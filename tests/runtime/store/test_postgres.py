@@ -29,6 +29,7 @@ from ...conftest import ROOT, run_cli
 from ...support.postgres import Cluster
 from ...support.runtime_helpers import Clock, confirm, intake
 
+pytestmark = pytest.mark.slow
 ORCHESTRATED = ROOT / "examples" / "orchestrated.todoflow"
 REPLIES = ROOT / "examples" / "replies" / "orchestrated.yaml"
 FLOW = """\

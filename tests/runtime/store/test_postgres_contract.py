@@ -38,7 +38,7 @@ workflow w "W" {
 """
 
 
-@pytest.fixture(params=["memory", "folder", "postgres"])
+@pytest.fixture(params=["memory", "folder", pytest.param("postgres", marks=pytest.mark.slow)])
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path | str]:
     """Where the test's runs live: a location of this process's memory (gone after the
     test), a run folder's parent, or a fresh database."""

@@ -34,7 +34,7 @@ from ...conftest import EXAMPLES, FIXTURES, run_cli
 from ...support.chromium import CHECKS, MERMAID, Browser, Page, missing
 from ...support.runtime_helpers import confirm, start
 
-pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
+pytestmark = [pytest.mark.skipif(missing() is not None, reason=str(missing())), pytest.mark.slow]
 
 HOSTILE = FIXTURES / "diagrams" / "hostile.todoflow"
 WORKFLOWS = [*EXAMPLES, HOSTILE]

@@ -19,7 +19,7 @@ from ...runtime.views.test_report import FLOW, orchestrated
 from ...support.chromium import CHECKS, Page, missing
 from . import test_browser
 
-pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
+pytestmark = [pytest.mark.skipif(missing() is not None, reason=str(missing())), pytest.mark.slow]
 browser, page = test_browser.browser, test_browser.page  # its fixtures: one Chromium, a tab per test
 
 # every run of text outside the drawings, and the nearest box that is not inline: a line

@@ -13,6 +13,7 @@ import gc
 import tracemalloc
 from collections.abc import Callable
 
+from bench.measure import Figure, report
 from bench.parse import best_of
 from bench.workload import big_source
 from todoflow.api import compile
@@ -39,36 +40,50 @@ def needs_source(lines: int) -> str:
     return 'workflow needs "Needs" {\n    regular a "A" {\n' + body + "    }\n}\n"
 
 
+def nested_source(steps: int) -> str:
+    """`steps` todo_task steps of 100 tasks, each with a route to a sub-step (nested)."""
+    return big_source(steps=steps, tasks=100)
+
+
 def growth(make: Callable[[int], str], small: int) -> tuple[float, float]:
-    """Best-of-3 full compiles of `make(small)` and `make(4 * small)`."""
+    """Best-of-2 full compiles of `make(small)` and `make(4 * small)`, the garbage
+    collector on, as in `todoflow compile`."""
     texts = make(small), make(4 * small)
-    return best_of(3, lambda: full_compile(texts[0])), best_of(3, lambda: full_compile(texts[1]))
+    return best_of(2, lambda: full_compile(texts[0])), best_of(2, lambda: full_compile(texts[1]))
 
 
-def main() -> None:
+ROUNDS = 5
+
+
+def main() -> list[Figure]:
     text = big_source()
     size = len(text.encode())
     bare = bare_parser()
     full_compile(text)  # warm: grammar, templates and imports loaded
-    ours = best_of(5, lambda: full_compile(text))
-    baseline = best_of(5, lambda: bare.parse(text))
     print(f"source: {size / 1e6:.2f} MB")
-    print(f"full compile in memory  {ours * 1000:7.0f} ms")
-    print(f"bare Lark tree parse    {baseline * 1000:7.0f} ms")
-    print(f"ratio compile/bare      {ours / baseline:7.2f}x  (target <= 2.0)")
-
-    gc.collect()
-    tracemalloc.start()
-    full_compile(text)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    print(f"peak memory of compile  {peak / 1e6:7.1f} MB")
-    print(f"ratio peak/source       {peak / size:7.2f}x  (target <= 10.0)")
-
-    for what, make, small in (("flat steps", flat_source, 1000), ("needs lines", needs_source, 12_500)):
-        one, four = growth(make, small)
-        print(f"{small:>6} {what:<12} {one * 1000:7.0f} ms;  {4 * small:>6}: {four * 1000:7.0f} ms")
-        print(f"ratio 4x {what:<12}    {four / one:7.2f}x  (target <= 4.5)")
+    compiling = Figure("full compile in memory (~1 MB)", "bare Lark tree parse", target="<= 2.0", unit="ms")
+    memory = Figure("peak memory of the compile (tracemalloc)", "source size", target="<= 10.0", unit="B")
+    grown = {
+        name: Figure(f"4x {name}", f"the same compile of 1/4 the {name}", target="<= 4.5", unit="ms")
+        for name in ("flat steps", "needs lines", "nested todo_task steps")
+    }
+    makes = {"flat steps": (flat_source, 1000), "needs lines": (needs_source, 12_500)}
+    makes["nested todo_task steps"] = (nested_source, 10)
+    for round_ in range(ROUNDS):
+        compiling.add(best_of(1, lambda: full_compile(text)), best_of(1, lambda: bare.parse(text)))
+        for name, (make, small) in makes.items():
+            one, four = growth(make, small)
+            grown[name].add(four, one)
+        if round_ == 0:
+            gc.collect()
+            tracemalloc.start()
+            full_compile(text)
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            memory.add(peak, size)
+    figures = [compiling, memory, *grown.values()]
+    report("compile", figures, ROUNDS)
+    return figures
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench.measure import Figure, report
 from bench.parse import best_of
 from bench.scratch import scratch
 from todoflow.compiler.decompile import decompile_text
@@ -50,7 +51,10 @@ def legacy_plan(steps: int) -> dict[str, object]:
     return {"steps": out}
 
 
-def main() -> None:
+ROUNDS = 5
+
+
+def main() -> list[Figure]:
     text = json.dumps(legacy_plan(100), indent=2) + "\n"
     config = json.dumps(
         {
@@ -60,19 +64,24 @@ def main() -> None:
         },
         indent=2,
     )
+    print(f"plan: 100 legacy steps, {len(text) / 1000:.0f} kB")
+    decompiling = Figure(
+        "decompile (read, check, write the source, compile it back)", "json.loads", unit="ms"
+    )
+    migrating = Figure("migrate (dry run: read, check, migrate, encode)", "json.loads", unit="ms")
     with scratch() as folder:
         plan_path, config_path = Path(folder) / "plan.json", Path(folder) / "step_config.json"
         plan_path.write_text(text)
         config_path.write_text(config)
-        baseline = best_of(20, lambda: json.loads(text))
-        decompile = best_of(
-            5, lambda: decompile_text(text, "plan.json", config, "step_config.json", "w", "W")
-        )
-        migrate = best_of(5, lambda: plan_migration(plan_path, config_path, None))
-    print(f"plan: 100 legacy steps, {len(text) / 1000:.0f} kB")
-    print(f"json.loads              {baseline * 1000:8.2f} ms")
-    print(f"decompile (+ its check) {decompile * 1000:8.2f} ms  {decompile / baseline:6.1f}x json.loads")
-    print(f"migrate (dry run)       {migrate * 1000:8.2f} ms  {migrate / baseline:6.1f}x json.loads")
+        for _ in range(ROUNDS):
+            baseline = best_of(5, lambda: json.loads(text))
+            decompile = best_of(
+                1, lambda: decompile_text(text, "plan.json", config, "step_config.json", "w", "W")
+            )
+            decompiling.add(decompile, baseline)
+            migrating.add(best_of(1, lambda: plan_migration(plan_path, config_path, None)), baseline)
+    report("interop", [decompiling, migrating], ROUNDS)
+    return [decompiling, migrating]
 
 
 if __name__ == "__main__":

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import io
 import os
-import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 from openai import OpenAI
 
+from bench.measure import Figure, report
 from bench.scratch import scratch
 from tests.fake_model import FakeModel
 from todoflow.runtime import process
@@ -72,24 +72,23 @@ def bare_calls(requests: list[dict[str, Any]]) -> float:
         return (time.perf_counter() - start) / len(requests)
 
 
-def main() -> None:
+def main() -> list[Figure]:
     os.environ["BENCH_KEY"] = "bench"
-    ours, bare, ratios = [], [], []
+    figure = Figure(
+        "LLM agent, per orchestrator turn",
+        "bare openai client call, same fake server",
+        target="<= 1.5",
+        unit="ms",
+    )
     with scratch() as folder:
         _, requests = agent_turns(folder / "warm")  # imports and caches, as in a long run
         for round_ in range(ROUNDS):
             before = bare_calls(requests)
             turn, requests = agent_turns(folder / f"run-{round_}")
             after = bare_calls(requests)
-            ours.append(turn)
-            bare.append((before + after) / 2)
-            ratios.append(turn / bare[-1])
-    print(f"{ROUNDS} rounds of {TASKS} turns; medians, with the range of the ratios over the rounds")
-    print(f"{'bare openai client call, same fake server':44s} {statistics.median(bare) * 1e3:7.2f} ms")
-    spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
-    label = "LLM agent, per orchestrator turn"
-    ratio = statistics.median(ratios)
-    print(f"{label:44s} {statistics.median(ours) * 1e3:7.2f} ms {ratio:5.2f}x ({spread}; target <= 1.5)")
+            figure.add(turn, (before + after) / 2)
+    report(f"llm ({TASKS} turns a round)", [figure], ROUNDS)
+    return [figure]
 
 
 if __name__ == "__main__":

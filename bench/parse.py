@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.measure import Figure, report
 from bench.workload import big_source
 from todoflow.dsl import parse
 from todoflow.dsl.grammar import bare_parser
@@ -47,25 +48,30 @@ def cold(commands: list[list[str]], runs: int) -> list[float]:
     return [statistics.median(samples) for samples in times]
 
 
-def main() -> None:
+ROUNDS = 5
+
+
+def main() -> list[Figure]:
     text = big_source()
     megabytes = len(text.encode()) / 1e6
     bare = bare_parser()
     parse(text)  # warm: grammar loaded, caches filled
-    ours = best_of(5, lambda: parse(text, "bench.todoflow"))
-    baseline = best_of(5, lambda: bare.parse(text))
     print(f"source: {megabytes:.2f} MB, {text.count(chr(10))} lines")
-    print(f"todoflow.parse        {megabytes / ours:6.2f} MB/s  ({ours * 1000:.0f} ms)")
-    print(f"bare Lark tree parse  {megabytes / baseline:6.2f} MB/s  ({baseline * 1000:.0f} ms)")
-    print(f"ratio parse/bare      {ours / baseline:6.2f}x  (target <= 1.0)")
-
-    example = ROOT / "examples" / "release.todoflow"
-    check, python = cold(
-        [[sys.executable, "-m", "todoflow", "check", str(example)], [sys.executable, "-c", "pass"]], 31
+    parsing = Figure(
+        "todoflow.parse (text -> typed AST with spans)", "bare Lark LALR tree parse", target="<= 1.0"
     )
-    print(f"cold `todoflow check` {check * 1000:6.1f} ms")
-    print(f"cold `python -c pass` {python * 1000:6.1f} ms")
-    print(f"ratio check/python    {check / python:6.2f}x  (target <= 6.0)")
+    parsing.unit = "ms"
+    example = ROOT / "examples" / "release.todoflow"
+    commands = [[sys.executable, "-m", "todoflow", "check", str(example)], [sys.executable, "-c", "pass"]]
+    starting = Figure(
+        "cold `todoflow check examples/release.todoflow`", "`python -c pass`", target="<= 3.5", unit="ms"
+    )
+    for _ in range(ROUNDS):
+        parsing.add(best_of(2, lambda: parse(text, "bench.todoflow")), best_of(2, lambda: bare.parse(text)))
+        check, python = cold(commands, 7)
+        starting.add(check, python)
+    report("parse", [parsing, starting], ROUNDS)
+    return [parsing, starting]
 
 
 if __name__ == "__main__":

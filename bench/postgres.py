@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import io
 import multiprocessing
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from pydantic_core import from_json
 
-from bench.resume import median_time
+from bench.measure import Figure, median_time, report
 from bench.runtime import replies, source
 from bench.scratch import scratch
 from tests.support.postgres import cluster
@@ -141,10 +141,12 @@ def concurrently(kind: str, url: str, folder: Path, rounds: int, n: int, tag: in
     return rates
 
 
-def resume_run(url: str, folder: Path) -> tuple[str, float, float]:
+def resume_run(url: str, folder: Path) -> tuple[float, float]:
     """A run of 10 checklists of 100 tasks in the database, stopped before its last
-    confirmation; the median time to open it and ask its first directive, and of its floor
-    (reading the journal rows since the last snapshot and the meta, and parsing them)."""
+    confirmation; the median time to open it and ask its first directive, and of its floor:
+    what the store must read (the meta, the latest snapshot, the journal rows after it),
+    each parsed; the plan's files are read once per process (the plan is kept built for
+    their sha256), so the floor reads them not."""
     definition = from_source(source(10, CHECKLIST), "bench.todoflow").or_raise()
     engine = process.start(definition, url, workspace=folder, process_id="resume")
     assert drive(engine, ScriptedAgent(replies(10, CHECKLIST)[:-1], folder), io.StringIO()) == "stopped"
@@ -157,8 +159,6 @@ def resume_run(url: str, folder: Path) -> tuple[str, float, float]:
     connection = psycopg.connect(url, autocommit=True)
 
     def floor() -> None:
-        import json
-
         meta = connection.execute(
             "SELECT meta::text FROM todoflow_processes WHERE process_id = 'resume'"
         ).fetchone()
@@ -168,20 +168,36 @@ def resume_run(url: str, folder: Path) -> tuple[str, float, float]:
         ).fetchone()
         assert meta is not None and snap is not None
         rows = connection.execute(
-            "SELECT entry::text FROM todoflow_journal WHERE process_id = 'resume' AND seq > %s", (snap[0],)
+            "SELECT entry::text FROM todoflow_journal WHERE process_id = 'resume' AND seq > %s ORDER BY seq",
+            (snap[0],),
         ).fetchall()
-        json.loads(meta[0]), json.loads(snap[1]), [json.loads(row[0]) for row in rows]
+        from_json(meta[0]), from_json(snap[1]), [from_json(row[0]) for row in rows]
 
     resume()  # warm: modules imported, as in a long-running server
     ours, floors = [], []
     for _ in range(ROUNDS):
-        floors.append(median_time(floor))
-        ours.append(median_time(resume))
+        floors.append(median_time(floor, 50))
+        ours.append(median_time(resume, 50))
     connection.close()
-    return "resume", statistics.median(ours), statistics.median(floors)
+    return ours, floors
 
 
-def main() -> None:
+def main() -> list[Figure]:
+    step = Figure(
+        "todoflow step, 1 client", "guarded transaction (the floor), 1 client", target="<= 1.5", unit="us"
+    )
+    many = Figure(
+        f"todoflow steps/s, {CLIENTS} clients",
+        f"guarded transactions/s, {CLIENTS} clients",
+        target=">= 0.7",
+        unit="/s",
+    )
+    resumed = Figure(
+        "resume + first directive (1,000 steps)",
+        "floor: meta, snapshot and rows read",
+        target="<= 3.0",
+        unit="ms",
+    )
     with scratch() as folder:
         folder.chmod(0o755)  # the server's own user reaches its cluster inside
         with cluster(folder / "postgres") as server:
@@ -189,32 +205,15 @@ def main() -> None:
             pg_store.migrate(url, create=True)
             runs_at(url).close()
             floor, ours = floor_client(url, "floor"), engine_client(url, "ours", folder)
-            one_floor, one_ours, many_floor, many_ours = [], [], [], []
             for tag in range(ROUNDS):
-                one_floor.append(floor(STEPS) / STEPS)
-                one_ours.append(ours(STEPS) / STEPS)
-                many_floor += concurrently("floor", url, folder, 1, STEPS // 2, tag)
-                many_ours += concurrently("ours", url, folder, 1, STEPS // 2, tag)
-            _, resumed, resume_floor = resume_run(url, folder)
+                step.add(ours(STEPS) / STEPS, floor(STEPS) / STEPS)
+                theirs = concurrently("floor", url, folder, 1, STEPS // 2, tag)[0]
+                many.add(concurrently("ours", url, folder, 1, STEPS // 2, tag)[0], theirs)
+            for took, floored in zip(*resume_run(url, folder), strict=True):
+                resumed.add(took, floored)
             runs_at(url).close()
-    latency = [o / f for o, f in zip(one_ours, one_floor, strict=True)]
-    rate = [o / f for o, f in zip(many_ours, many_floor, strict=True)]
-    print(f"{ROUNDS} rounds; medians, with the range of the ratios over the rounds")
-    print(
-        f"{'floor, 1 client: guarded transaction':44s} {statistics.median(one_floor) * 1e6:8.0f} µs per step"
-    )
-    print(
-        f"{'todoflow step, 1 client':44s} {statistics.median(one_ours) * 1e6:8.0f} µs per step  "
-        f"{statistics.median(latency):4.2f}x floor ({min(latency):.2f}-{max(latency):.2f}; target <= 1.5)"
-    )
-    print(f"{f'floor, {CLIENTS} clients':44s} {statistics.median(many_floor):8.0f} steps/s")
-    print(
-        f"{f'todoflow steps, {CLIENTS} clients':44s} {statistics.median(many_ours):8.0f} steps/s  "
-        f"{statistics.median(rate):4.2f}x floor ({min(rate):.2f}-{max(rate):.2f}; target >= 0.7)"
-    )
-    print(f"{'floor: read + parse meta, snapshot, rows':44s} {resume_floor * 1e3:8.2f} ms")
-    label = "resume + first directive (1,000 steps)"
-    print(f"{label:44s} {resumed * 1e3:8.2f} ms  {resumed / resume_floor:4.2f}x floor")
+    report("postgres", [step, many, resumed], ROUNDS)
+    return [step, many, resumed]
 
 
 if __name__ == "__main__":

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import io
 import os
-import statistics
 import time
 from pathlib import Path
 
 import todoflow
-from bench.scratch import scratch
+from bench import peers
+from bench.measure import Figure, report, sync_latency
+from bench.scratch import memory, scratch
 from todoflow.runtime import process
 from todoflow.runtime.agents.driver import drive
 from todoflow.runtime.agents.scripted import ScriptedAgent
@@ -45,21 +46,30 @@ def replies(steps: int, tasks: int) -> list[dict[str, str]]:
     ]
 
 
+def prepared_run(folder: Path, steps: int, tasks: int, pid: str) -> tuple[Engine, ScriptedAgent]:
+    """A new run of `steps` checklists of `tasks` tasks in `folder`, opened, and its script."""
+    definition = from_source(source(steps, tasks), "bench.todoflow").or_raise()
+    process.start(definition, folder / "runs", workspace=folder, process_id=pid).close()
+    engine, _ = process.open_process(folder / "runs", pid)
+    return engine, ScriptedAgent(replies(steps, tasks), folder)
+
+
+def driven(engine: Engine, agent: ScriptedAgent) -> None:
+    """The run driven to completion, and closed (its derived files brought up to date)."""
+    outcome = drive(engine, agent, io.StringIO())
+    engine.close()
+    assert outcome == "complete", outcome
+
+
 def durable_run(folder: Path, steps: int, tasks: int, runs: int = 1) -> tuple[float, int]:
     """`runs` processes of the workflow driven to completion: their time and their steps."""
-    definition = from_source(source(steps, tasks), "bench.todoflow").or_raise()
     elapsed, entries = 0.0, 0
     for run in range(runs):
-        pid = f"bench-{steps}x{tasks}-{run}"
-        process.start(definition, folder / "runs", workspace=folder, process_id=pid).close()
-        engine, store = process.open_process(folder / "runs", pid)
-        agent = ScriptedAgent(replies(steps, tasks), folder)
+        engine, agent = prepared_run(folder, steps, tasks, f"bench-{steps}x{tasks}-{run}")
         start = time.perf_counter()
-        outcome = drive(engine, agent, io.StringIO())
+        driven(engine, agent)
         elapsed += time.perf_counter() - start
-        store.close()
-        assert outcome == "complete", outcome
-        entries += len(store.entries())
+        entries += len(engine.store.entries())
     return elapsed, entries
 
 
@@ -78,9 +88,10 @@ ORCHESTRATED = """workflow bench "Orchestrated benchmark" {
 """
 
 
-def orchestrated_run(folder: Path, tasks: int, runs: int = 1) -> tuple[float, int]:
-    """`runs` runs of `tasks` todos, each delegated to a route and prevalidated: their
-    time and their todos (each todo: the decision, then the sub-agent's validated answer)."""
+def prepared_orchestrated(folder: Path, tasks: int, pid: str) -> tuple[Engine, ScriptedAgent]:
+    """A new run of one `todo_task` step of `tasks` todos, each to be delegated to a route
+    whose sub-step expects a file, opened, and its script (per todo: the decision, then
+    the sub-agent's answer)."""
     lines = "\n".join(f'            "Task {t}" => "Task {t} is built"' for t in range(tasks))
     definition = from_source(ORCHESTRATED % lines, "bench.todoflow").or_raise()
     (folder / "out.txt").parent.mkdir(parents=True, exist_ok=True)
@@ -96,32 +107,54 @@ def orchestrated_run(folder: Path, tasks: int, runs: int = 1) -> tuple[float, in
             }
         )
         script.append({"evidence": f"built task {t}", "progress_execution_outcome": "built"})
-    elapsed, todos = 0.0, 0
+    learnings = folder / "learnings"
+    process.start(definition, folder / "runs", workspace=folder, process_id=pid, learnings=learnings).close()
+    engine, _ = process.open_process(folder / "runs", pid)
+    return engine, ScriptedAgent(script, folder)
+
+
+def orchestrated_run(folder: Path, tasks: int, runs: int = 1) -> tuple[float, int]:
+    """`runs` runs of `tasks` todos, each delegated to a route and prevalidated: their
+    time and their todos."""
+    elapsed = 0.0
     for run in range(runs):
-        pid = f"orchestrated-{tasks}-{run}"
-        learnings = folder / "learnings"
-        process.start(
-            definition, folder / "runs", workspace=folder, process_id=pid, learnings=learnings
-        ).close()
-        engine, store = process.open_process(folder / "runs", pid)
+        engine, agent = prepared_orchestrated(folder, tasks, f"orchestrated-{tasks}-{run}")
         start = time.perf_counter()
-        outcome = drive(engine, ScriptedAgent(script, folder), io.StringIO())
+        driven(engine, agent)
         elapsed += time.perf_counter() - start
-        store.close()
-        assert outcome == "complete", outcome
-        todos += tasks
-    return elapsed, todos
+    return elapsed, tasks * runs
+
+
+LINE = (  # a confirmation's journal line, as long as ours: what a floor writes per step
+    b'{"seq":1234,"at":"2026-12-01T12:00:00.000Z","by":"agent","step":"s5","type":"confirm",'
+    b'"position":34,"evidence":"checked task 533","progress_execution_outcome":"task 533 done"}\n'
+)
 
 
 def fsync_floor(folder: Path, count: int) -> float:
-    line = b'{"seq":1,"type":"confirm","position":1,"node":"work"}\n'
+    """Per step: a journal line appended to a file and fsynced (the file grows), no engine."""
     handle = os.open(
         folder / f"floor-{time.monotonic_ns()}.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
     )
     start = time.perf_counter()
     for _ in range(count):
-        os.write(handle, line)
+        os.write(handle, LINE)
         os.fsync(handle)
+    elapsed = time.perf_counter() - start
+    os.close(handle)
+    return elapsed / count
+
+
+def preallocated_floor(folder: Path, count: int) -> float:
+    """Per step: a journal line written into a file allocated ahead and synced with
+    `fdatasync`, as our journal is written, no engine."""
+    path = folder / f"floor-{time.monotonic_ns()}.jsonl"
+    handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    os.posix_fallocate(handle, 0, count * len(LINE) + (1 << 20))
+    start = time.perf_counter()
+    for index in range(count):
+        os.pwrite(handle, LINE, index * len(LINE))
+        os.fdatasync(handle)
     elapsed = time.perf_counter() - start
     os.close(handle)
     return elapsed / count
@@ -172,63 +205,88 @@ def memory_engine(tasks: int) -> float:
     return (time.perf_counter() - start) / (tasks + 1)
 
 
-def main() -> None:
-    # Rounds interleave the floor with the runs: each run is compared with the floor
-    # measured just before and just after it, so a slow spell of the disk falls on both
-    # sides of a ratio; the medians over the rounds are reported. A round drives five
-    # 100-task runs (101 steps take ~15 ms, short enough for one slow spell to swamp it).
-    small_steps = large_steps = 0
-    per: dict[str, list[float]] = {"floor": [], "small": [], "large": [], "orchestrated": []}
-    ratios: dict[str, list[float]] = {
-        "small": [],
-        "large": [],
-        "flat": [],
-        "orchestrated": [],
-        "two_steps": [],
-    }
-    with scratch() as temporary:
+def run_folder_bytes(folder: Path, steps: int, tasks: int) -> tuple[int, int]:
+    """A run of `steps` checklists of `tasks` tasks driven to completion: the bytes its run
+    folder holds (the journal up to its allocated zero tail) and its confirmations."""
+    engine, agent = prepared_run(folder, steps, tasks, "size")
+    driven(engine, agent)
+    run = folder / "runs" / "size"
+    total = 0
+    for path in run.rglob("*"):
+        if path.is_file():
+            total += (
+                len(path.read_bytes().rstrip(b"\0")) if path.name == "journal.jsonl" else path.stat().st_size
+            )
+    return total, steps * tasks
+
+
+def langgraph_confirmation(folder: Path, count: int) -> float:
+    """Per confirmation: LangGraph + SqliteSaver walking the same checklist (bench/peers.py)."""
+    thread = peers.Thread(folder / f"langgraph-{time.monotonic_ns()}.sqlite", 100)
+    try:
+        start = time.perf_counter()
+        for index in range(count):
+            thread.confirm(index)
+        return (time.perf_counter() - start) / count
+    finally:
+        thread.close()
+
+
+def main() -> list[Figure]:
+    """Rounds interleave the floors with our runs: each run is compared with the floors
+    measured just before and just after it, so a slow spell of the disk falls on both sides
+    of a round's ratio. A round drives five 100-task runs, a 1,000-task run and two runs of
+    100 orchestrated todos on the disk, a 1,000-task run and LangGraph's 1,000
+    confirmations in memory (tmpfs), and the in-memory engine against python-statemachine."""
+    step = "durable confirmation"
+    small = Figure(f"{step}, 100-task runs", "floor: append + fsync a journal line", target="<= 1.3")
+    small_pre = Figure(f"{step}, 100-task runs", "floor: pwrite + fdatasync, allocated", target="<= 1.6")
+    large = Figure(f"{step}, 1,000-task run", "floor: append + fsync a journal line", target="<= 1.3")
+    large_pre = Figure(f"{step}, 1,000-task run", "floor: pwrite + fdatasync, allocated", target="<= 1.6")
+    flat = Figure("per step, 1,000-task run", "per step, 100-task runs", target="<= 1.3")
+    orchestrated = Figure(
+        "orchestrated todo (decision + validated answer)",
+        "floor: append + fsync a journal line",
+        target="<= 3.0",
+    )
+    in_memory = Figure(
+        "confirmation on tmpfs (the engine's CPU)", "LangGraph + SqliteSaver, tmpfs", target="<= 0.04"
+    )
+    engine = Figure(
+        "engine, in-memory store, per step", "bare python-statemachine transition", target="<= 0.1"
+    )
+    size = Figure("run folder per confirmation", "the budget: 800 B", target="<= 1.0", unit="B")
+    with scratch() as temporary, memory() as tmpfs:
+        if tmpfs is None:
+            print("no file system in memory (tmpfs; set TODOFLOW_BENCH_TMPFS): the tmpfs figure is left out")
+        if not peers.available():
+            print(peers.MISSING)
         for round_ in range(ROUNDS):
             folder = temporary / str(round_)
-            before = fsync_floor(folder.parent, 500)
-            small, small_steps = durable_run(folder / "small", 1, 100, runs=5)
-            large, large_steps = durable_run(folder / "large", 10, 100)
-            orchestrated, todos = orchestrated_run(folder / "orchestrated", 100, runs=2)
-            floor = (before + fsync_floor(folder.parent, 500)) / 2
-            per["floor"].append(floor)
-            per["small"].append(small / small_steps)
-            per["large"].append(large / large_steps)
-            per["orchestrated"].append(orchestrated / todos)
-            ratios["small"].append(per["small"][-1] / floor)
-            ratios["large"].append(per["large"][-1] / floor)
-            ratios["flat"].append(per["large"][-1] / per["small"][-1])
-            ratios["orchestrated"].append(per["orchestrated"][-1] / floor)
-            ratios["two_steps"].append(per["orchestrated"][-1] / (2 * per["small"][-1]))
-    value = {name: statistics.median(v) for name, v in per.items()}
-    ratio = {name: statistics.median(v) for name, v in ratios.items()}
-    spread = {name: f"{min(v):.2f}-{max(v):.2f}" for name, v in ratios.items()}
-    print(f"{ROUNDS} rounds; medians, with the range of the ratios over the rounds")
-    print(f"{'floor: append + fsync one line':40s} {value['floor'] * 1e6:8.1f} us per step")
-    runs = (("small", "100-task runs", small_steps), ("large", "1,000-task run", large_steps))
-    for name, label, steps in runs:
-        print(
-            f"{f'{label} ({steps} steps)':40s} {value[name] * 1e6:8.1f} us per step "
-            f"{ratio[name]:5.2f}x floor ({spread[name]}; target <= 2.0)"
-        )
-    print(f"{'1,000-task / 100-task, per step':40s} {ratio['flat']:8.2f}x  ({spread['flat']}; target <= 1.3)")
-    label = "orchestrated todo (decision + validated)"
-    print(
-        f"{label:40s} {value['orchestrated'] * 1e6:8.1f} us per todo "
-        f"{ratio['orchestrated']:5.2f}x floor ({spread['orchestrated']}; target <= 3.0)"
-    )
-    # what the orchestrator adds to the two journal entries a todo takes (the decision and
-    # the sub-agent's answer): prevalidation, the learning, the extra events
-    label = "orchestrated todo / two plain steps"
-    print(f"{label:40s} {ratio['two_steps']:8.2f}x  ({spread['two_steps']})")
-    bare = min(bare_statechart(100) for _ in range(3))
-    engine = min(memory_engine(100) for _ in range(3))
-    print(f"{'bare python-statemachine transitions':40s} {bare * 1e6:8.1f} us per step")
-    ratio = f"{engine / bare:5.2f}x (target <= 3.0)"
-    print(f"{'engine, in-memory store':40s} {engine * 1e6:8.1f} us per step  {ratio}")
+            folder.mkdir()
+            sync = sync_latency(folder)
+            before = fsync_floor(folder, 300), preallocated_floor(folder, 300)
+            took, steps = durable_run(folder / "small", 1, 100, runs=5)
+            took_large, steps_large = durable_run(folder / "large", 10, 100)
+            took_orchestrated, todos = orchestrated_run(folder / "orchestrated", 100, runs=2)
+            after = fsync_floor(folder, 300), preallocated_floor(folder, 300)
+            append, allocated = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
+            small.add(took / steps, append, sync)
+            small_pre.add(took / steps, allocated, sync)
+            large.add(took_large / steps_large, append, sync)
+            large_pre.add(took_large / steps_large, allocated, sync)
+            flat.add(took_large / steps_large, took / steps, sync)
+            orchestrated.add(took_orchestrated / todos, append, sync)
+            if tmpfs is not None and peers.available():
+                took_memory, steps_memory = durable_run(tmpfs / str(round_), 10, 100)
+                in_memory.add(took_memory / steps_memory, langgraph_confirmation(tmpfs, 1000))
+            engine.add(min(memory_engine(100) for _ in range(3)), min(bare_statechart(100) for _ in range(3)))
+        total, confirmations = run_folder_bytes(temporary / "size", 10, 100)
+        size.add(total / confirmations, 800)
+    figures = [small, small_pre, large, large_pre, flat, orchestrated, in_memory, engine, size]
+    figures = [figure for figure in figures if figure.ratios]
+    report("runtime", figures, ROUNDS)
+    return figures
 
 
 if __name__ == "__main__":

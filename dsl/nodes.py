@@ -9,6 +9,10 @@ declared as in a dataclass, and `dataclasses.field(compare=False)` leaves a fiel
 (a span, a layout fact) out of equality. Type checkers read it as a frozen dataclass.
 A `functools.cached_property` (a view derived from the fields, like a workflow's
 steps) is computed on first use and kept in a slot of its own, outside equality.
+`replace(obj, **changes)` copies a node through a `__replace__` generated for its class
+(the protocol of Python 3.13's `copy.replace`): keyword parameters and direct slot
+writes, no dict of every field built per copy (the runtime copies its state at every
+step). A derived view is not copied: the copy computes its own.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ def node(cls: _C) -> _C:
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     attributes = {
         "__init__": init,
+        "__replace__": _replacer(slotted, names, setters),
         "_node_fields": tuple(names),
         "_node_compared": tuple(compared),
         "__match_args__": tuple(names),
@@ -67,6 +72,23 @@ def node(cls: _C) -> _C:
     for name, value in attributes.items():
         type.__setattr__(slotted, name, value)
     return slotted
+
+
+_KEEP: Any = object()  # a field `__replace__` was not asked to change
+
+
+def _replacer(cls: type, names: list[str], setters: dict[str, Any]) -> Callable[..., Any]:
+    """The class's `__replace__(self, **changes)`: a new node written slot by slot, each
+    field the change given or the field as it is."""
+    if not names:
+        return lambda self: self
+    params = ", ".join(f"{n}=_KEEP" for n in names)
+    lines = "".join(f"    _set_{n}(new, self.{n} if {n} is _KEEP else {n})\n" for n in names)
+    namespace: dict[str, Any] = {"_KEEP": _KEEP, "_new": object.__new__, "_cls": cls} | setters
+    exec(f"def __replace__(self, /, *, {params}):\n    new = _new(_cls)\n{lines}    return new\n", namespace)
+    function: Callable[..., Any] = namespace["__replace__"]
+    function.__qualname__ = f"{cls.__qualname__}.__replace__"
+    return function
 
 
 class _Cached:
@@ -126,8 +148,10 @@ _METHODS = {
 
 def replace(obj: _N, **changes: Any) -> _N:
     """A copy of node `obj` with some fields changed."""
-    fields = type(obj)._node_fields  # type: ignore[attr-defined]
-    unknown = set(changes) - set(fields)
-    if unknown:
-        raise TypeError(f"{type(obj).__name__} has no field {sorted(unknown)[0]!r}")
-    return type(obj)(**{name: changes.get(name, getattr(obj, name)) for name in fields})
+    try:
+        return obj.__replace__(**changes)  # type: ignore[attr-defined,no-any-return]
+    except TypeError:
+        unknown = set(changes) - set(type(obj)._node_fields)  # type: ignore[attr-defined]
+        if unknown:
+            raise TypeError(f"{type(obj).__name__} has no field {sorted(unknown)[0]!r}") from None
+        raise

@@ -56,11 +56,17 @@ T = TypeVar("T")
 MAX_MOVES = 1000  # steps another program may commit first before one step gives up
 
 
+_SECOND: list[tuple[int, str]] = [(-1, "")]  # the last second formatted: steps come many to a second
+
+
 def utc_now() -> str:
     """The time in UTC to the millisecond, `2026-01-31T12:00:00.000Z`."""
-    milliseconds = time.time_ns() // 1_000_000
-    seconds, fraction = divmod(milliseconds, 1000)
-    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{fraction:03d}Z"
+    seconds, fraction = divmod(time.time_ns() // 1_000_000, 1000)
+    second, text = _SECOND[0]
+    if second != seconds:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+        _SECOND[0] = (seconds, text)
+    return f"{text}.{fraction:03d}Z"
 
 
 class Refusal(TodoflowError):

@@ -339,13 +339,13 @@ def entry_from_json(data: Mapping[str, Any]) -> Entry:
     """The entry a journal line holds, in today's form or the one before entries were typed."""
     try:
         kind = data["type"]
-        head = Head(seq=data["seq"], at=data["at"], by=data.get("by", "agent"), step=data["step"])
-        if kind == Confirm.TYPE:
+        if kind == Confirm.TYPE:  # the common entry: read without a head of its own
             outcome = data.get("progress_execution_outcome", data.get("outcome"))
-            evidence = data["evidence"]
+            by = data.get("by", "agent")
             return Confirm(
-                **head, position=data["position"], evidence=evidence, progress_execution_outcome=outcome
+                data["seq"], data["at"], by, data["step"], data["position"], data["evidence"], outcome
             )
+        head = Head(seq=data["seq"], at=data["at"], by=data.get("by", "agent"), step=data["step"])
         if kind == SubmitTasks.TYPE:
             tasks = None if data.get("ready") else tuple(map(Task.from_dict, data["tasks"]))
             summary = data.get("progress_checklist_outcome", data.get("checklist_outcome"))

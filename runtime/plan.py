@@ -9,9 +9,12 @@ prepare`) are validated and ordered here.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-from collections.abc import Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
@@ -207,6 +210,42 @@ def plan_from_files(files: Mapping[str, str], workflow_id: str, title: str) -> R
     except (KeyError, ValueError) as error:
         raise PlanError(f"the stored plan of `{workflow_id}` cannot be read ({_first_line(error)})") from None
     return from_plan(plan, workflow_id, title, templates_of(files), configs_of(config))
+
+
+PLANS_KEPT = 8  # plans a process keeps built after their runs close: few, so memory stays bounded
+_PLANS: OrderedDict[Hashable, RunPlan] = OrderedDict()
+_PLANS_LOCK = threading.Lock()
+
+
+def files_sha256(files: Mapping[str, str]) -> str:
+    """The sha256 of a run's stored plan files (their paths and texts): what a run records
+    in its meta, so that opening it finds the plan already built for the same files."""
+    digest = hashlib.sha256()
+    for path, text in sorted(files.items()):
+        digest.update(f"{len(path)}:{path}:{len(text)}:".encode())
+        digest.update(text.encode())
+    return digest.hexdigest()
+
+
+def kept_plan(key: Hashable | None, build: Callable[[], RunPlan]) -> RunPlan:
+    """The plan `build()` makes, built once per process for `key` (the stored files'
+    sha256 with what else the plan is made of; None: built every time). A plan is
+    immutable, so every run opened with the same key shares it; the least recently
+    opened are let go past `PLANS_KEPT` (a server keeps the runs it serves open, and
+    each holds its plan)."""
+    if key is None:
+        return build()
+    with _PLANS_LOCK:
+        found = _PLANS.get(key)
+        if found is not None:
+            _PLANS.move_to_end(key)
+            return found
+    plan = build()
+    with _PLANS_LOCK:
+        _PLANS[key] = plan
+        while len(_PLANS) > PLANS_KEPT:
+            _PLANS.popitem(last=False)
+    return plan
 
 
 def run_plan(plan: RunPlan, goal: str | None, ready: str | None) -> RunPlan:

@@ -18,8 +18,8 @@ from pathlib import Path
 from .definition import RunDefinition
 from .engine import Clock, Engine, utc_now
 from .llm_choice import LlmChoices, parse_llm
-from .plan import Task
-from .store.base import RunMeta, Runs, Store, runs_at
+from .plan import Task, files_sha256
+from .store.base import READY, RunMeta, Runs, Store, ready_text, runs_at
 
 
 def new_process_id(workflow_id: str) -> str:
@@ -54,6 +54,9 @@ def start(
     pid = process_id or new_process_id(definition.workflow_id)
     llms = llms or LlmChoices()
     folder = learnings or default_learnings(definition, workspace)
+    stored = dict(definition.files)
+    if ready:
+        stored[READY] = ready_text(ready)
     meta = RunMeta(
         process_id=pid,
         workflow_id=definition.workflow_id,
@@ -61,6 +64,7 @@ def start(
         title=definition.title,
         source=definition.source,
         source_sha256=definition.source_sha256,
+        plan_sha256=files_sha256(stored),
         workspace=str(workspace.resolve()),
         parent_execution_id=parent_execution_id,
         start_attempt_id=start_attempt_id,

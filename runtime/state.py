@@ -2,11 +2,15 @@
 
 One journal entry is folded in two moves: `settle(plan, state, entry)` gives the
 entry's own step after it (its node `end` or `done` once complete) and `leave(plan,
-settled, at)` moves on to the next step from there. The engine uses them to take a step;
-`replay(plan, state, entries)` is the one fold over a journal (the stores, the log and
-every other reader call it), keeping the settled state of each entry (the events and the
-todos of a completed step are made from it), so a resumed process is exactly the
-process that stopped. The node moves come from the step's checklist
+settled, at)` moves on to the next step from there. Both change a `Draft` of the state
+(one handler per entry kind writes into it) and freeze it: one copy of the state per
+entry, and a confirmation writes one item of its lists. The engine uses them to take a
+step; `replay(plan, state, entries)` is the one fold over a journal (the stores, the log
+and every other reader call it), keeping the settled state of each entry (the events and
+the todos of a completed step are made from it), and `replayed` the same fold for a
+reader that wants only where the journal ends (opening a run): one draft for every
+entry, changed in place and frozen once. So a resumed process is exactly the process
+that stopped. The node moves come from the step's checklist
 machine (`compiler.machine.checklist`): intake -> cursor -> work -> cursor ...,
 revise only by the teleport; the cursor's automatic moves are taken here with the
 same guards (`has_task`, `past_end`) the machine names. A todo_task step's work node is
@@ -19,7 +23,7 @@ them.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cache, lru_cache
 from typing import Any, NamedTuple
 
@@ -166,20 +170,34 @@ class Applied(NamedTuple):
 
 
 def replay(plan: RunPlan, state: ProcessState, entries: Iterable[Entry]) -> Iterator[Applied]:
-    """The one fold over journal entries: each entry folded into the state it follows,
-    with the states around it."""
+    """The one fold over journal entries, each entry folded into the state it follows and
+    given with the states around it (what its events, its learning and the log are made of)."""
     for entry in entries:
         settled = settle(plan, state, entry)
         yield Applied(state, settled, entry)
         state = leave(plan, settled, entry.at)
 
 
-def replayed(plan: RunPlan, state: ProcessState, entries: Iterable[Entry]) -> ProcessState:
-    """The state after the entries."""
-    last: Applied | None = None
-    for last in replay(plan, state, entries):  # noqa: B007 (the last one is what is asked)
-        pass
-    return state if last is None else last.after(plan)
+def replayed(
+    plan: RunPlan, state: ProcessState, entries: Iterable[Entry]
+) -> tuple[ProcessState, Applied | None]:
+    """The state after the entries, and the last entry with the states around it (None: no
+    entries). The same fold as `replay`, for a reader that wants only where it ends (opening
+    a run): the entries before the last are folded into one draft of the state, in place,
+    not copied per entry."""
+    draft: Draft | None = None
+    held: Entry | None = None  # the entry read last: folded once the next one is read
+    for entry in entries:
+        if held is not None:
+            draft = draft or Draft(state)
+            draft.fold(plan, held)
+        held = entry
+    if held is None:
+        return state, None
+    before = state if draft is None else draft.frozen()
+    settled = settle(plan, before, held)
+    applied = Applied(before, settled, held)
+    return applied.after(plan), applied
 
 
 @lru_cache(maxsize=256)  # a step checks the current attempt and hands out the next one
@@ -190,7 +208,9 @@ def attempt_id(process_id: str, seq: int) -> str:
 
 
 def initial_state(plan: RunPlan, at: str) -> ProcessState:
-    return _enter(plan, plan.steps[0].id, ProcessState(0, None, FINISHED, (), 1, Progress(), (), 0), at)
+    draft = Draft(ProcessState(0, None, FINISHED, (), 1, Progress(), (), 0))
+    draft.enter(plan, plan.steps[0].id, at)
+    return draft.frozen()
 
 
 def turns_allowed(step: RunStep, state: ProcessState) -> int | None:
@@ -198,7 +218,7 @@ def turns_allowed(step: RunStep, state: ProcessState) -> int | None:
     return state.turns_allowed if state.turns_allowed is not None else step.configs.execution_max_turns
 
 
-def actor(entry: Entry, state: ProcessState) -> str:
+def actor(entry: Entry, state: ProcessState | Draft) -> str:
     """Who did it: the orchestrator, or the route id (`generic`) of the delegated sub-agent."""
     match entry:
         case SubAgentDone() | SubAgentFailed() | UpdateTodo():
@@ -237,24 +257,162 @@ def leave(plan: RunPlan, state: ProcessState, at: str) -> ProcessState:
     """Once a step is complete, the start of the step that follows (or the finish)."""
     if not state.step_complete:
         return state
-    assert state.step_id is not None
-    done = replace(state, completed_steps=(*state.completed_steps, state.step_id))
-    return _enter(plan, plan.step(state.step_id).next_step_id, done, at)
+    draft = Draft(state)
+    draft.leave(plan, at)
+    return draft.frozen()
 
 
 def settle(plan: RunPlan, state: ProcessState, entry: Entry) -> ProcessState:
     """The entry's own step after the entry: its node is `end`/`done` if the step is complete."""
-    assert state.step_id is not None, "a finished process takes no entries"
-    counted: Changes = {
-        "seq": state.seq + 1,
-        "agent_replies": state.agent_replies + (entry.by == "agent"),
-        "turns": state.turns + _is_turn(entry, state),
-    }
-    return _SETTLE[type(entry)](plan, plan.step(state.step_id), state, entry, counted)
+    draft = Draft(state)
+    draft.settle(plan, entry)
+    return draft.frozen()
 
 
-Changes = dict[str, Any]  # fields of the state an entry changes, applied in one copy
-Settle = Callable[[RunPlan, RunStep, ProcessState, Any, Changes], ProcessState]
+class Draft:
+    """A process state being changed: the fold's accumulator. `settle` makes one per entry
+    from the state before it and freezes it into the state after it; `replayed` folds a
+    whole journal into one, in place, and freezes it once. A sequence field is the frozen
+    state's tuple until a handler changes it (`own`): then a list of the draft's own, so a
+    confirmation writes one item, whatever the length of the checklist."""
+
+    __slots__ = (
+        "agent_replies",
+        "checklist",
+        "completed_steps",
+        "delegation",
+        "fast_path",
+        "marks",
+        "node",
+        "position",
+        "results",
+        "returned",
+        "seq",
+        "step_id",
+        "tasks",
+        "times",
+        "tokens",
+        "turns",
+        "turns_allowed",
+        "work",
+    )
+
+    def __init__(self, state: ProcessState) -> None:
+        self.seq, self.step_id, self.node = state.seq, state.step_id, state.node
+        self.tasks: tuple[Task, ...] | list[Task] = state.tasks
+        self.position = state.position
+        progress = state.progress
+        self.checklist, self.work = progress.checklist, progress.work
+        self.results: tuple[str, ...] | list[str] = progress.results
+        self.completed_steps: tuple[str, ...] | list[str] = state.completed_steps
+        self.agent_replies = state.agent_replies
+        self.times: tuple[tuple[str, str], ...] | list[tuple[str, str]] = state.times
+        self.turns, self.turns_allowed = state.turns, state.turns_allowed
+        self.delegation, self.returned = state.delegation, state.returned
+        self.marks: tuple[Mark, ...] | list[Mark] = state.marks
+        self.tokens, self.fast_path = state.tokens, state.fast_path
+
+    def frozen(self) -> ProcessState:
+        return ProcessState(
+            self.seq,
+            self.step_id,
+            self.node,
+            _tuple(self.tasks),
+            self.position,
+            Progress(self.checklist, self.work, _tuple(self.results)),
+            _tuple(self.completed_steps),
+            self.agent_replies,
+            _tuple(self.times),
+            self.turns,
+            self.turns_allowed,
+            self.delegation,
+            self.returned,
+            _tuple(self.marks),
+            self.tokens,
+            self.fast_path,
+        )
+
+    def fold(self, plan: RunPlan, entry: Entry) -> None:
+        """The entry folded in: settled, then on to the next step if it completed its own."""
+        self.settle(plan, entry)
+        if self.node in STEP_DONE:
+            self.leave(plan, entry.at)
+
+    def settle(self, plan: RunPlan, entry: Entry) -> None:
+        assert self.step_id is not None, "a finished process takes no entries"
+        turn = _is_turn(entry, self)
+        self.seq += 1
+        self.agent_replies += entry.by == "agent"
+        self.turns += turn
+        _SETTLE[type(entry)](plan, plan.step(self.step_id), self, entry)
+
+    def leave(self, plan: RunPlan, at: str) -> None:
+        """Once the step is complete: the start of the step that follows (or the finish)."""
+        if self.node not in STEP_DONE:
+            return
+        assert self.step_id is not None
+        self.completed_steps = (*self.completed_steps, self.step_id)
+        self.enter(plan, plan.step(self.step_id).next_step_id, at)
+
+    def enter(self, plan: RunPlan, step_id: str, at: str) -> None:
+        """The start of step `step_id` (or the end of the workflow)."""
+        self.turns, self.turns_allowed, self.delegation, self.returned = 0, None, None, None
+        self.marks, self.fast_path, self.position = (), None, 1
+        if step_id == "end":
+            self.step_id, self.node, self.tasks, self.times = None, FINISHED, (), ()
+            return
+        step = plan.step(step_id)
+        self.step_id = step_id
+        if step.kind == "regular":
+            criteria = step.success_criteria or "The step's work is done and checked."
+            self.node, self.tasks = "work", (Task(step.description or step.title, criteria),)
+            self.checklist, self.work, self.results, self.times = None, None, (PENDING,), ((at, at),)
+            return
+        self.node, self.tasks, self.times = "intake", (), ()
+        self.checklist, self.work, self.results = None, None, ()
+
+    def own_results(self) -> list[str]:
+        if type(self.results) is not list:
+            self.results = list(self.results)
+        return self.results
+
+    def own_times(self) -> list[tuple[str, str]]:
+        if type(self.times) is not list:
+            self.times = list(self.times)
+        return self.times
+
+    def own_marks(self) -> list[Mark]:
+        if type(self.marks) is not list:
+            self.marks = list(self.marks)
+        return self.marks
+
+    def own_tasks(self) -> list[Task]:
+        if type(self.tasks) is not list:
+            self.tasks = list(self.tasks)
+        return self.tasks
+
+    def mark(self, position: int, **changes: Any) -> None:
+        """Todo `position`'s mark with some fields changed."""
+        marks = self.own_marks()
+        marks += [NO_MARK] * (position - len(marks))
+        marks[position - 1] = replace(marks[position - 1], **changes)
+
+    def touch(self, position: int, at: str) -> None:
+        times = self.own_times()
+        times[position - 1] = (times[position - 1][0], at)
+
+    def moved(self, step: RunStep, event: str, position: int) -> None:
+        """To the node the step's machine moves to on `event`, the cursor at `position`."""
+        target = move(step.kind, self.node, event, position <= len(self.tasks))
+        assert target is not None, f"{event} is not allowed at {self.node}"
+        self.node, self.position = target, position
+
+
+def _tuple(items: tuple[Any, ...] | list[Any]) -> tuple[Any, ...]:
+    return tuple(items) if type(items) is list else items  # type: ignore[return-value]
+
+
+Settle = Callable[[RunPlan, RunStep, Draft, Any], None]
 _SETTLE: dict[type[Any], Settle] = {}  # one handler per entry kind: how it changes the state
 
 
@@ -272,155 +430,121 @@ def settled_kinds() -> frozenset[type[Any]]:
 
 
 @_settles(SubmitTasks)
-def _submit_tasks(
-    plan: RunPlan, step: RunStep, state: ProcessState, entry: SubmitTasks, counted: Changes
-) -> ProcessState:
+def _submit_tasks(plan: RunPlan, step: RunStep, draft: Draft, entry: SubmitTasks) -> None:
     """The step's ready checklist, passed on unchanged, or the agent's."""
     tasks = step.ready_tasks if entry.tasks is None else entry.tasks
     assert tasks is not None, f"step `{step.id}` has no ready checklist to pass on"
-    progress = Progress(entry.progress_checklist_outcome, state.progress.work, (PENDING,) * len(tasks))
-    fresh = {"tasks": tasks, "progress": progress, "times": ((entry.at, entry.at),) * len(tasks), "marks": ()}
-    return _moved(step, state, "submit_tasks", 1, counted | fresh)
+    draft.tasks, draft.checklist, draft.results = (
+        tasks,
+        entry.progress_checklist_outcome,
+        (PENDING,) * len(tasks),
+    )
+    draft.times, draft.marks = ((entry.at, entry.at),) * len(tasks), ()
+    draft.moved(step, "submit_tasks", 1)
 
 
 @_settles(Confirm)
-def _confirm(
-    plan: RunPlan, step: RunStep, state: ProcessState, entry: Confirm, counted: Changes
-) -> ProcessState:
-    done = _confirmed(state, entry.progress_execution_outcome, entry.at)
-    return _moved(step, state, "confirm", state.position + 1, counted | done)
+def _confirm(plan: RunPlan, step: RunStep, draft: Draft, entry: Confirm) -> None:
+    _confirmed(draft, entry.progress_execution_outcome, entry.at)
+    draft.moved(step, "confirm", draft.position + 1)
 
 
 @_settles(Teleport)
-def _teleport(
-    plan: RunPlan, step: RunStep, state: ProcessState, entry: Teleport, counted: Changes
-) -> ProcessState:
-    return _moved(step, state, "teleport_revise_tasks", state.position, counted)
+def _teleport(plan: RunPlan, step: RunStep, draft: Draft, entry: Teleport) -> None:
+    draft.moved(step, "teleport_revise_tasks", draft.position)
 
 
 @_settles(Revise)
-def _revise(
-    plan: RunPlan, step: RunStep, state: ProcessState, entry: Revise, counted: Changes
-) -> ProcessState:
-    kept = unchanged_prefix(state, entry.tasks, entry.resume_from_task)
+def _revise(plan: RunPlan, step: RunStep, draft: Draft, entry: Revise) -> None:
+    kept = _kept(draft.position, draft.tasks, entry.tasks, entry.resume_from_task)
     fresh = len(entry.tasks) - kept
-    results = (*state.progress.results[:kept], *(PENDING,) * fresh)
-    revised = {
-        "tasks": entry.tasks,
-        "progress": Progress(entry.progress_checklist_outcome, entry.progress_execution_outcome, results),
-        "times": (*state.times[:kept], *((entry.at, entry.at),) * fresh),
-        "marks": state.marks[:kept],
-    }
-    return _moved(step, state, "submit_revision", entry.resume_from_task, counted | revised)
+    draft.results = (*draft.results[:kept], *(PENDING,) * fresh)
+    draft.checklist, draft.work = entry.progress_checklist_outcome, entry.progress_execution_outcome
+    draft.times = (*draft.times[:kept], *((entry.at, entry.at),) * fresh)
+    draft.marks, draft.tasks = tuple(draft.marks[:kept]), entry.tasks
+    draft.moved(step, "submit_revision", entry.resume_from_task)
 
 
 @_settles(Delegate)
-def _delegate(
-    plan: RunPlan, step: RunStep, state: ProcessState, entry: Delegate, counted: Changes
-) -> ProcessState:
-    delegation = Delegation(
+def _delegate(plan: RunPlan, step: RunStep, draft: Draft, entry: Delegate) -> None:
+    draft.delegation = Delegation(
         position=entry.position,
         agent=entry.agent,
         instructions=entry.instructions_to_sub_agent,
         success_criteria=entry.success_criteria_for_sub_agent,
-        iteration=counted["turns"],
+        iteration=draft.turns,
         seq=entry.seq,
     )
-    marks = state.with_mark(entry.position, assigned=entry.agent)
-    return _moved(
-        step, state, "delegate", state.position, counted | {"delegation": delegation, "marks": marks}
-    )
+    draft.mark(entry.position, assigned=entry.agent)
+    draft.moved(step, "delegate", draft.position)
 
 
 @_settles(SubAgentDone)
-def _sub_agent_done(
-    plan: RunPlan, step: RunStep, state: ProcessState, entry: SubAgentDone, counted: Changes
-) -> ProcessState:
+def _sub_agent_done(plan: RunPlan, step: RunStep, draft: Draft, entry: SubAgentDone) -> None:
     """A sub-agent's answer: prevalidated, it confirms the todo; else the todo goes back."""
-    returned = Returned(entry.position, entry.agent, entry.passed, entry.reason, entry.seq)
-    back = counted | {"delegation": None, "returned": returned}
+    draft.returned = Returned(entry.position, entry.agent, entry.passed, entry.reason, entry.seq)
+    draft.delegation = None
     if not entry.passed:
-        return _moved(step, state, "return_delegation", state.position, back)
-    done = _confirmed(state, entry.progress_execution_outcome, entry.at)
-    return _moved(step, state, "accept_delegation", state.position + 1, back | done)
+        draft.moved(step, "return_delegation", draft.position)
+        return
+    _confirmed(draft, entry.progress_execution_outcome, entry.at)
+    draft.moved(step, "accept_delegation", draft.position + 1)
 
 
 @_settles(SubAgentFailed)
-def _sub_agent_failed(
-    plan: RunPlan, step: RunStep, state: ProcessState, entry: SubAgentFailed, counted: Changes
-) -> ProcessState:
-    returned = Returned(entry.position, entry.agent, False, entry.failed, entry.seq)
-    return _moved(
-        step, state, "return_delegation", state.position, counted | {"delegation": None, "returned": returned}
-    )
+def _sub_agent_failed(plan: RunPlan, step: RunStep, draft: Draft, entry: SubAgentFailed) -> None:
+    draft.returned = Returned(entry.position, entry.agent, False, entry.failed, entry.seq)
+    draft.delegation = None
+    draft.moved(step, "return_delegation", draft.position)
 
 
 @_settles(CreateTodo)
-def _create_todo(
-    plan: RunPlan, step: RunStep, state: ProcessState, entry: CreateTodo, counted: Changes
-) -> ProcessState:
-    task = Task(entry.title, entry.description, (), entry.priority)
-    progress = replace(state.progress, results=(*state.progress.results, PENDING))
-    created = {
-        "tasks": (*state.tasks, task),
-        "progress": progress,
-        "times": (*state.times, (entry.at, entry.at)),
-    }
-    return replace(state, **counted, **created)
+def _create_todo(plan: RunPlan, step: RunStep, draft: Draft, entry: CreateTodo) -> None:
+    draft.own_tasks().append(Task(entry.title, entry.description, (), entry.priority))
+    draft.own_results().append(PENDING)
+    draft.own_times().append((entry.at, entry.at))
 
 
 @_settles(UpdateTodo)
-def _update_todo(
-    plan: RunPlan, step: RunStep, state: ProcessState, entry: UpdateTodo, counted: Changes
-) -> ProcessState:
-    marked: Changes = {}
+def _update_todo(plan: RunPlan, step: RunStep, draft: Draft, entry: UpdateTodo) -> None:
+    marked: dict[str, Any] = {}
     if entry.status is not None:
         marked["status"] = entry.status
     if entry.notes is not None:
         marked["notes"] = entry.notes
-    marks = state.with_mark(entry.position, **marked)
-    return replace(state, **counted, marks=marks, times=_touched(state, entry.position, entry.at))
+    draft.mark(entry.position, **marked)
+    draft.touch(entry.position, entry.at)
 
 
 @_settles(Continue)
-def _continue(
-    plan: RunPlan, step: RunStep, state: ProcessState, entry: Continue, counted: Changes
-) -> ProcessState:
-    return replace(state, **counted)
+def _continue(plan: RunPlan, step: RunStep, draft: Draft, entry: Continue) -> None:
+    """A turn of the orchestrator's own: counted, nothing else changes."""
 
 
 @_settles(RaiseTurns)
-def _raise_turns(
-    plan: RunPlan, step: RunStep, state: ProcessState, entry: RaiseTurns, counted: Changes
-) -> ProcessState:
-    return replace(state, **counted, turns_allowed=entry.execution_max_turns)
+def _raise_turns(plan: RunPlan, step: RunStep, draft: Draft, entry: RaiseTurns) -> None:
+    draft.turns_allowed = entry.execution_max_turns
 
 
 @_settles(LlmCall)
-def _llm_call(
-    plan: RunPlan, step: RunStep, state: ProcessState, entry: LlmCall, counted: Changes
-) -> ProcessState:
-    spent = (state.tokens[0] + entry.prompt_tokens, state.tokens[1] + entry.completion_tokens)
-    return replace(state, **counted, tokens=spent)
+def _llm_call(plan: RunPlan, step: RunStep, draft: Draft, entry: LlmCall) -> None:
+    draft.tokens = (draft.tokens[0] + entry.prompt_tokens, draft.tokens[1] + entry.completion_tokens)
 
 
 @_settles(FastPathStarted)
-def _fast_path_started(
-    plan: RunPlan, step: RunStep, state: ProcessState, entry: FastPathStarted, counted: Changes
-) -> ProcessState:
-    return replace(state, **counted, fast_path="running")
+def _fast_path_started(plan: RunPlan, step: RunStep, draft: Draft, entry: FastPathStarted) -> None:
+    draft.fast_path = "running"
 
 
 @_settles(FastPathFailed)
-def _fast_path_failed(
-    plan: RunPlan, step: RunStep, state: ProcessState, entry: FastPathFailed, counted: Changes
-) -> ProcessState:
-    """A fresh start: nothing of the script's attempt carries over."""
-    fresh = _enter(plan, step.id, state, entry.at)
-    return replace(fresh, fast_path="failed", seq=counted["seq"], agent_replies=counted["agent_replies"])
+def _fast_path_failed(plan: RunPlan, step: RunStep, draft: Draft, entry: FastPathFailed) -> None:
+    """A fresh start: nothing of the script's attempt carries over (the turns counted before
+    it neither)."""
+    draft.enter(plan, step.id, entry.at)
+    draft.fast_path = "failed"
 
 
-def _is_turn(entry: Entry, state: ProcessState) -> bool:
+def _is_turn(entry: Entry, state: ProcessState | Draft) -> bool:
     """Every accepted reply of the orchestrator at its work and revise nodes is a turn (a
     learn_code script's delegations too: it plays the orchestrator); intake, the caller's
     entries and the sub-agents' replies are not."""
@@ -429,82 +553,39 @@ def _is_turn(entry: Entry, state: ProcessState) -> bool:
     return actor(entry, state) == ORCHESTRATOR
 
 
-def _confirmed(state: ProcessState, outcome: str, at: str) -> Changes:
+def _confirmed(draft: Draft, outcome: str, at: str) -> None:
     """The current task done: its result and time recorded, its mark's status cleared."""
-    index = state.position - 1
-    results = (*state.progress.results[:index], outcome, *state.progress.results[index + 1 :])
-    marks = (
-        state.with_mark(state.position, status=None) if state.position <= len(state.marks) else state.marks
-    )
-    return {
-        "progress": Progress(state.progress.checklist, outcome, results),
-        "times": _touched(state, state.position, at),
-        "marks": marks,
-    }
-
-
-def _touched(state: ProcessState, position: int, at: str) -> tuple[tuple[str, str], ...]:
-    index = position - 1
-    return (*state.times[:index], (state.times[index][0], at), *state.times[index + 1 :])
+    index = draft.position - 1
+    draft.own_results()[index] = outcome
+    draft.work = outcome
+    times = draft.own_times()
+    times[index] = (times[index][0], at)
+    if index < len(draft.marks):
+        draft.mark(index + 1, status=None)
 
 
 def unchanged_prefix(state: ProcessState, tasks: tuple[Task, ...], resume: int) -> int:
     """How many leading tasks were done before and stay done, unchanged."""
-    limit = min(state.position - 1, resume - 1, len(tasks))
+    return _kept(state.position, state.tasks, tasks, resume)
+
+
+def _kept(position: int, old: Sequence[Task], tasks: tuple[Task, ...], resume: int) -> int:
+    limit = min(position - 1, resume - 1, len(tasks))
     kept = 0
-    while kept < limit and tasks[kept] == state.tasks[kept]:
+    while kept < limit and tasks[kept] == old[kept]:
         kept += 1
     return kept
 
 
-def _moved(step: RunStep, state: ProcessState, event: str, position: int, changes: Changes) -> ProcessState:
-    """`state` with the entry's changes, at the node the step's machine moves to on `event`
-    (one copy of the state per entry)."""
-    tasks = changes.get("tasks", state.tasks)
-    target = move(step.kind, state.node, event, position <= len(tasks))
-    assert target is not None, f"{event} is not allowed at {state.node}"
-    return replace(state, **changes, node=target, position=position)
-
-
-def _enter(plan: RunPlan, step_id: str, state: ProcessState, at: str) -> ProcessState:
-    """The state at the start of step `step_id` (or the end of the workflow)."""
-    fresh = {
-        "turns": 0,
-        "turns_allowed": None,
-        "delegation": None,
-        "returned": None,
-        "marks": (),
-        "fast_path": None,
-    }
-    if step_id == "end":
-        return replace(state, step_id=None, node=FINISHED, tasks=(), position=1, times=(), **fresh)
-    step = plan.step(step_id)
-    if step.kind == "regular":
-        task = Task(
-            step.description or step.title, step.success_criteria or "The step's work is done and checked."
-        )
-        return replace(
-            state,
-            step_id=step_id,
-            node="work",
-            tasks=(task,),
-            position=1,
-            progress=Progress(None, None, (PENDING,)),
-            times=((at, at),),
-            **fresh,
-        )
-    return replace(
-        state, step_id=step_id, node="intake", tasks=(), position=1, progress=Progress(), times=(), **fresh
-    )
-
-
-def to_json(state: ProcessState) -> dict[str, Any]:
-    """The state as JSON data (for snapshots)."""
+def to_json(state: ProcessState, plan: RunPlan | None = None) -> dict[str, Any]:
+    """The state as JSON data (for snapshots). With the run's `plan`, a checklist that is
+    the step's ready checklist is `"ready": true` rather than a copy of the plan's tasks."""
+    ready = plan is not None and state.step_id is not None and _is_ready(plan, state)
     out: dict[str, Any] = {
         "seq": state.seq,
         "step_id": state.step_id,
         "node": state.node,
-        "tasks": [task.as_dict() for task in state.tasks],
+        **({"ready": True} if ready else {"tasks": [task.as_dict() for task in state.tasks]}),
         "position": state.position,
         "progress": {
             "checklist": state.progress.checklist,
@@ -529,20 +610,33 @@ def _fields(value: Any) -> dict[str, Any] | None:
     return None if value is None else {name: getattr(value, name) for name in type(value)._node_fields}
 
 
-def from_json(data: Mapping[str, Any]) -> ProcessState:
-    """A state `to_json` wrote (snapshots before the orchestrator lack its fields)."""
+def _is_ready(plan: RunPlan, state: ProcessState) -> bool:
+    """Whether the state's checklist is its step's ready checklist (the very tuple: passed
+    on unchanged, and never revised since)."""
+    ready = plan.step(state.step_id or "").ready_tasks
+    return bool(state.tasks) and state.tasks is ready
+
+
+def from_json(data: Mapping[str, Any], plan: RunPlan | None = None) -> ProcessState:
+    """A state `to_json` wrote (snapshots before the orchestrator lack its fields); `plan`
+    holds the ready checklist a snapshot names rather than copies."""
     progress = data["progress"]
     delegation, returned = data.get("delegation"), data.get("returned")
+    if data.get("ready"):
+        if plan is None or (tasks := plan.step(data["step_id"]).ready_tasks) is None:
+            raise KeyError("tasks")  # a snapshot of another plan: not this run's
+    else:
+        tasks = tuple(map(Task.from_dict, data["tasks"]))
     return ProcessState(
         data["seq"],
         data["step_id"],
         data["node"],
-        tuple(map(Task.from_dict, data["tasks"])),
+        tasks,
         data["position"],
         Progress(progress["checklist"], progress["work"], tuple(progress["results"])),
         tuple(data["completed_steps"]),
         data["agent_replies"],
-        tuple((a, b) for a, b in data["times"]),
+        tuple([(a, b) for a, b in data["times"]]),
         data.get("turns", data.get("step_replies", 0)),
         data.get("turns_allowed"),
         None if delegation is None else Delegation(**delegation),

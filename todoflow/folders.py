@@ -10,7 +10,6 @@ taken whatever its name, as before; `-` stays standard input.
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 from todoflow.compiler.sources import STDIN, UnreadableError
@@ -41,6 +40,8 @@ def _in_folder(folder: str) -> list[str]:
 def _git_listed(folder: str) -> list[str] | None:
     """The workflows git knows in `folder` (tracked, or untracked and not ignored);
     None when the folder is not in a git work tree or git is not installed."""
+    import subprocess  # here, not at the top: `check` of files (the common case) never pays for it
+
     try:
         result = subprocess.run(
             ["git", "-C", folder, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],

@@ -57,6 +57,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pydantic_core
 from pydantic import ValidationError
 
 from todoflow.compiler.files import sync_tree, write_atomically
@@ -64,8 +65,8 @@ from todoflow.compiler.files import sync_tree, write_atomically
 from ..entries import Entry, json_line, to_json
 from ..events import entry_events, todos
 from ..learnings import LEARNINGS_FILE, PLAIN, Learning, LearningError, learned
-from ..plan import RunPlan, Task, load_plan, run_plan
-from ..state import Applied, ProcessState, from_json, initial_state, replay
+from ..plan import RunPlan, Task, kept_plan, load_plan, run_plan
+from ..state import Applied, ProcessState, from_json, initial_state, replay, replayed
 from ..state import to_json as state_json
 from .base import (
     FOLDER,
@@ -147,6 +148,7 @@ class FolderStore:
         self._offset = 0  # bytes of the journal folded into _state
         self._torn = 0  # bytes of a torn last line after _offset: the next write erases them
         self._allocated = 0  # the journal's size when last seen (it only grows)
+        self._snapshot = (0, 0)  # the last snapshot known: where its entry starts, its size in bytes
         self._writer = False  # opened for writing: by the first step, never by a reader
         self._repaired = False  # derived files checked against the journal since becoming a writer
         self._pending: list[Applied] = []  # entries since the last flush (and the one before)
@@ -230,22 +232,28 @@ class FolderStore:
 
     def _read_snapshot(self) -> tuple[ProcessState, int] | None:
         try:
-            data = json.loads((self.folder / SNAPSHOT).read_text(encoding="utf-8"))
-            return from_json(data["state"]), int(data["offset"])
+            text = (self.folder / SNAPSHOT).read_bytes()
+            data = pydantic_core.from_json(text)
+            state, offset = from_json(data["state"], self.plan), int(data["offset"])
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError):
             return None  # a damaged snapshot: replay the journal from the start
+        self._snapshot = (offset, len(text))
+        return state, offset
 
     def _replay(self, state: ProcessState, offset: int) -> tuple[ProcessState, int]:
         data = self._written_from(offset)
         complete = data.rfind(b"\n") + 1
         self._torn = len(data) - complete  # a torn last line: the step never returned
-        lines = data[:complete].splitlines()
-        for applied in replay(self.plan, state, self._in_order(lines, state.seq)):
+        entries = self._in_order(data[:complete].splitlines(), state.seq)
+        if not self._writer:  # only where the journal ends is asked: folded without a copy per entry
+            state, last = replayed(self.plan, state, entries)
+            self._last_applied = last or self._last_applied
+            return state, offset + complete
+        for applied in replay(self.plan, state, entries):
             self._last_applied = applied
-            if self._writer:  # another program's step: its events are ours to flush too
-                self._remember(applied)
+            self._remember(applied)  # another program's step: its events are ours to flush too
             state = applied.after(self.plan)
         return state, offset + complete
 
@@ -368,9 +376,9 @@ class FolderStore:
                 self._write_todos(applied.settled)
         first = steps[0].seq
         complete = any(applied.settled.step_complete for applied in steps)
-        if complete or any(seq % FLUSH_EVERY == 0 for seq in range(first, after.seq + 1)):
+        if complete or after.seq // FLUSH_EVERY > (first - 1) // FLUSH_EVERY:  # passed a multiple
             self._flush_events()
-        if snapshot_due(first - 1, after.seq):
+        if snapshot_due(first - 1, after.seq, start - self._snapshot[0], self._snapshot[1]):
             self._write_snapshot(steps[-1], start)
 
     def _derive_quietly(self, work: Any) -> None:
@@ -503,8 +511,9 @@ class FolderStore:
         """The state before the last entry, and where that entry starts: loading then
         replays at least that one entry, so a writer always knows the entry whose events
         end events.jsonl."""
-        snapshot = {"offset": start, "state": state_json(applied.before)}
-        write_atomically(self.folder / SNAPSHOT, json.dumps(snapshot, ensure_ascii=False) + "\n")
+        snapshot = json_line({"offset": start, "state": state_json(applied.before, self.plan)})
+        write_atomically(self.folder / SNAPSHOT, snapshot.decode())
+        self._snapshot = (start, len(snapshot))
 
     def _catch_up(self, state: ProcessState) -> None:
         """What `close` owes: the events of the entries since the last flush, and the
@@ -646,10 +655,15 @@ def _last_seq(path: Path) -> int:
     events; -1: the file does not end with a complete event line)."""
     try:
         with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - 65536))
-            tail = handle.read()
+            size = handle.seek(0, os.SEEK_END)
+            tail, piece = b"", 4096  # the last line, read from the end a piece at a time
+            while True:
+                start = max(0, size - len(tail) - piece)
+                handle.seek(start)
+                tail = handle.read(size - start)
+                if start == 0 or tail.rfind(b"\n", 0, len(tail) - 1) >= 0 or len(tail) >= 1 << 20:
+                    break
+                piece *= 4
     except FileNotFoundError:
         return 0
     except OSError:
@@ -659,7 +673,7 @@ def _last_seq(path: Path) -> int:
     if not tail.endswith(b"\n"):
         return -1
     try:
-        return int(json.loads(tail.splitlines()[-1])["seq"])
+        return int(pydantic_core.from_json(tail.splitlines()[-1])["seq"])
     except (ValueError, KeyError, TypeError):
         return -1
 
@@ -857,10 +871,31 @@ class FolderStarts:
 
 
 def _plan(folder: Path, meta: RunMeta) -> RunPlan:
-    """The plan a run folder's run walks."""
-    plan = load_plan(folder / "plan", meta.workflow_id, meta.title or meta.workflow_id)
-    ready_file = folder / "plan" / READY
-    return run_plan(plan, meta.goal, ready_file.read_text(encoding="utf-8") if ready_file.exists() else None)
+    """The plan a run folder's run walks, built once per process for its stored files: their
+    sha256 the run recorded, and each file's identity as it is now, so a file replaced
+    since is read again (the folder is part of the key: its templates are read from it)."""
+
+    def build() -> RunPlan:
+        plan = load_plan(folder / "plan", meta.workflow_id, meta.title or meta.workflow_id)
+        ready_file = folder / "plan" / READY
+        ready = ready_file.read_text(encoding="utf-8") if ready_file.exists() else None
+        return run_plan(plan, meta.goal, ready)
+
+    stored = os.path.join(folder, "plan")
+    files = tuple(_identity(os.path.join(stored, name)) for name in _PLAN_FILES)
+    return kept_plan((str(folder), files, meta.plan_sha256, meta.goal, meta.workflow_id, meta.title), build)
+
+
+_PLAN_FILES = ("plan.json", "step_config.json", READY)  # what a stored plan is built from, but templates
+
+
+def _identity(path: str) -> tuple[int, int, int] | None:
+    """A file as it is now (None: there is none): a replaced or rewritten file is another."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_ino, status.st_size, status.st_mtime_ns
 
 
 def processes(run_dir: Path) -> list[Path]:

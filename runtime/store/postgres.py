@@ -36,12 +36,13 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+import pydantic_core
 from psycopg_pool import ConnectionPool, PoolTimeout
 from pydantic import ValidationError
 
 from ..entries import Entry, json_line, to_json
 from ..learnings import Learning, LearningError, learned
-from ..plan import PlanError, RunPlan, Task, plan_from_files, run_plan
+from ..plan import PlanError, RunPlan, Task, kept_plan, plan_from_files, run_plan
 from ..state import Applied, ProcessState, from_json, initial_state, replayed
 from ..state import to_json as state_json
 from .base import (
@@ -295,24 +296,34 @@ class PgRuns:
         self.write(insert)
 
     def load(self, process_id: str) -> OpenRun:
+        """The run's meta, and its plan: built once per process for the plan files' sha256 the
+        run recorded (their texts are read only when it is not built yet)."""
+        row = self.read(
+            lambda c: c.execute(
+                "SELECT meta::text FROM todoflow_processes WHERE process_id = %s", (process_id,)
+            ).fetchone()
+        )
+        if row is None:
+            raise StoreError(self._no_run(process_id))
+        meta = _meta(process_id, row[0])
+        key = meta.plan_sha256 and (meta.plan_sha256, meta.goal, meta.workflow_id, meta.title)
+        plan = kept_plan(key or None, lambda: self._plan(meta))
+        store = PgStore(self, meta.process_id, plan, meta.started_at, self._learnings, meta.source_sha256)
+        return OpenRun(meta, store, self._learnings)
+
+    def _plan(self, meta: RunMeta) -> RunPlan:
+        """The plan built from the files stored with the run (its templates held as text)."""
         rows = self.read(
             lambda c: c.execute(
-                "SELECT p.meta::text, f.path, f.content FROM todoflow_processes p "
-                "LEFT JOIN todoflow_plan_files f USING (process_id) WHERE p.process_id = %s",
-                (process_id,),
+                "SELECT path, content FROM todoflow_plan_files WHERE process_id = %s", (meta.process_id,)
             ).fetchall()
         )
-        if not rows:
-            raise StoreError(self._no_run(process_id))
-        meta = _meta(process_id, rows[0][0])
-        files = {path: content for _, path, content in rows if path is not None}
+        files = dict(rows)
         try:
             stored = plan_from_files(files, meta.workflow_id, meta.title or meta.workflow_id)
         except PlanError as error:
-            raise StoreError(f"run `{process_id}`: {error}") from None
-        plan = run_plan(stored, meta.goal, files.get(READY))
-        store = PgStore(self, meta.process_id, plan, meta.started_at, self._learnings, meta.source_sha256)
-        return OpenRun(meta, store, self._learnings)
+            raise StoreError(f"run `{meta.process_id}`: {error}") from None
+        return run_plan(stored, meta.goal, files.get(READY))
 
     def _no_run(self, process_id: str) -> str:
         known = [pid for pid, _ in self._listed(20)]
@@ -575,6 +586,8 @@ class PgStore:
         self.learnings, self.definition_sha256 = learnings, definition_sha256
         self._lock = threading.Lock()
         self._state: ProcessState | None = None
+        self._since = 0  # bytes of journal rows since the last snapshot this store knows
+        self._snapshot_size = 0
         self._holds = (_Hold(self, False), _Hold(self, True))
 
     def locked(self, cached: bool = False) -> contextlib.AbstractContextManager[ProcessState]:
@@ -599,12 +612,17 @@ class PgStore:
                 "ORDER BY seq DESC LIMIT 1",
                 (self.process_id,),
             ).fetchone()
-            state = from_json(json.loads(row[1])) if row else initial_state(self.plan, self.started_at)
+            state = initial_state(self.plan, self.started_at)
+            self._since, self._snapshot_size = 0, 0
+            if row is not None:
+                state = from_json(pydantic_core.from_json(row[1]), self.plan)
+                self._snapshot_size = len(row[1])
         rows = connection.execute(
             "SELECT entry::text FROM todoflow_journal WHERE process_id = %s AND seq > %s ORDER BY seq",
             (self.process_id, state.seq),
         ).fetchall()
-        return replayed(self.plan, state, self._in_order((row[0] for row in rows), state.seq))
+        self._since += sum(len(row[0]) for row in rows)
+        return replayed(self.plan, state, self._in_order((row[0] for row in rows), state.seq))[0]
 
     def _in_order(self, lines: Iterable[str], after: int) -> Iterator[Entry]:
         return in_order(lines, after, self._damaged, "the journal table")
@@ -638,9 +656,11 @@ class PgStore:
         if learnings:
             parts.append(_LEARNINGS)
             values["learnings"] = [learning.model_dump_json() for learning in learnings]
-        if snapshot_due(before, after.seq):
+        since = self._since + sum(map(len, lines))
+        snapshot = None
+        if snapshot_due(before, after.seq, since, self._snapshot_size):
             parts.append(_SNAPSHOT)
-            values["state"] = json.dumps(state_json(after), ensure_ascii=False)
+            snapshot = values["state"] = json_line(state_json(after, self.plan))[:-1].decode()
         if len(parts) == 2 and len(steps) == 1:  # the common step: one row, positional parameters
             statement: str = _ONE_ROW
             arguments: Any = (
@@ -669,6 +689,9 @@ class PgStore:
             self._state = None
             raise Moved(f"run `{self.process_id}`: another program stepped it first")
         self._state = after
+        self._since, self._snapshot_size = (
+            (0, len(snapshot)) if snapshot is not None else (since, self._snapshot_size)
+        )
 
     def replayed(self, request: Request) -> bool:
         row = self.runs.read(

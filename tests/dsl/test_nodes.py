@@ -7,6 +7,7 @@ from dataclasses import FrozenInstanceError
 import pytest
 
 from todoflow.dsl import ast
+from todoflow.dsl.nodes import replace
 from todoflow.dsl.spans import Span
 
 HERE = Span("a.todoflow", 1, 1, 1, 4)
@@ -57,3 +58,26 @@ def test_derived_views_of_a_node_are_computed_once() -> None:
     assert tasks.tasks is tasks.tasks and tasks.constraints is tasks.constraints
     assert workflow == ast.Workflow(ast.Name("w", *THERE), ast.Text("W", *THERE), (default, step), THERE)
     assert "steps" not in repr(workflow)
+
+
+def test_a_copy_changes_the_fields_asked_and_keeps_the_rest() -> None:
+    step = ast.Step("regular", ast.Name("a", *HERE), ast.Text("A", *HERE), (), HERE)
+    copied = replace(step, title=ast.Text("B", *HERE))
+    assert copied.title.value == "B" and copied.kind == "regular" and copied.id is step.id
+    assert step.title.value == "A"  # the original as it was
+    assert replace(step) == step and replace(step) is not step
+    assert step.__replace__(kind="todo_task").kind == "todo_task"  # the protocol of copy.replace
+
+
+def test_a_copy_computes_its_own_derived_views() -> None:
+    step = ast.Step("regular", ast.Name("a", *HERE), ast.Text("A", *HERE), (), HERE)
+    workflow = ast.Workflow(ast.Name("w", *HERE), ast.Text("W", *HERE), (step,), HERE)
+    assert workflow.steps == (step,)
+    emptied = replace(workflow, members=())
+    assert emptied.steps == ()  # not the view cached in the original
+
+
+def test_a_copy_with_a_field_the_node_has_not_is_refused() -> None:
+    name = ast.Name("a", *HERE)
+    with pytest.raises(TypeError, match="Name has no field 'nmae'"):
+        replace(name, nmae="b")

@@ -319,3 +319,68 @@ def test_opening_two_thousand_runs_keeps_no_plan_alive(tmp_path: Path) -> None:
     gc.collect()
     alive = sum(1 for thing in gc.get_objects() if type(thing) is RunPlan)
     assert alive < 10, f"{alive} plans are still referenced after their runs were closed"
+
+
+# -- resuming at any distance from a snapshot -----------------------------------------------
+
+READY_FLOW = 'workflow w "W" {\n  todo_task t "T" {\n    tasks {\n%s    }\n  }\n}\n'
+
+
+def test_a_resume_replays_at_most_a_snapshots_worth_of_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_base, "SNAPSHOT_BYTES", 2048)
+    lines = "".join(f'      "Task {n}" => "Task {n} is checked"\n' for n in range(100))
+    engine, store = start(tmp_path, READY_FLOW % lines)
+    directive = engine.directive()
+    directive = engine.step(directive.attempt_id, directive.ready_reply() or {}, by="caller")
+    taken = set()
+    for n in range(99):
+        directive = engine.step(directive.attempt_id, confirm(n))
+        path = store.folder / "snapshot.json"
+        offset, size = (
+            (json.loads(path.read_bytes())["offset"], path.stat().st_size) if path.exists() else (0, 0)
+        )
+        taken.add(offset)
+        written = (store.folder / "journal.jsonl").read_bytes().rstrip(b"\0")
+        longest = max(len(line) + 1 for line in written.splitlines())
+        assert len(written) - offset < max(size, 2048) + longest  # what opening the run replays
+    assert len(taken) >= 3  # a snapshot every few kilobytes of journal, not every 1,000 entries
+    state = directive.state
+    engine.close()
+    reopened, _ = process.open_process(tmp_path / "runs", "p-1")
+    assert reopened.directive().state == state
+    reopened.close()
+
+
+def test_a_snapshot_names_the_ready_checklist_rather_than_copying_it(tmp_path: Path) -> None:
+    lines = "".join(f'      "Task {n}" => "Task {n} is checked"\n' for n in range(100))
+    engine, store = start(tmp_path, READY_FLOW % lines)
+    directive = engine.directive()
+    directive = engine.step(directive.attempt_id, directive.ready_reply() or {}, by="caller")
+    for n in range(60):
+        directive = engine.step(directive.attempt_id, confirm(n))
+    engine.close()
+    snapshot = json.loads((store.folder / "snapshot.json").read_text(encoding="utf-8"))
+    assert snapshot["state"]["ready"] is True and "tasks" not in snapshot["state"]
+    reopened, reopened_store = process.open_process(tmp_path / "runs", "p-1")
+    state = reopened.directive().state
+    assert state == directive.state and state.tasks is reopened_store.plan.step("t").ready_tasks
+    reopened.close()
+
+
+# -- the plan, built once per process ---------------------------------------------------------
+
+
+def test_opening_a_run_again_takes_its_plan_as_built_until_a_plan_file_changes(tmp_path: Path) -> None:
+    folder = _run_with_entries(tmp_path)
+    meta = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+    assert len(meta["plan_sha256"]) == 64
+    first = process.open_process(tmp_path / "runs", "p-1")[1].plan
+    assert process.open_process(tmp_path / "runs", "p-1")[1].plan is first
+    stored = folder / "plan" / "plan.json"
+    plan = json.loads(stored.read_text(encoding="utf-8"))
+    plan["steps"][0]["title"] = "T, retitled"
+    stored.write_text(json.dumps(plan), encoding="utf-8")
+    again = process.open_process(tmp_path / "runs", "p-1")[1].plan
+    assert again is not first and again.step("t").title == "T, retitled"

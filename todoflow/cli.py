@@ -509,7 +509,7 @@ def _replay(args: argparse.Namespace) -> int:
     if new is None:
         return EXIT_USAGE
     replayed = replay(runs_at(runs.where(args)), args.process_id, new, args.against, args.check_workspace)
-    sys.stdout.write(replayed.report.to_json() if args.format == "json" else text(replayed))
+    sys.stdout.write(replayed.report.to_json() if args.format == "json" else text(replayed, Path.cwd()))
     return EXIT_OK if replayed.report.verdict == "compatible" else EXIT_ERRORS
 
 

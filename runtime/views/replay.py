@@ -559,14 +559,15 @@ def runs_of(
 LABELS = {HOLDS: "holds", REFUSED: "refused", UNREACHABLE: "no longer reachable"}
 
 
-def text(replayed: Result) -> str:
+def text(replayed: Result, here: Path) -> str:
     """The replay for people: the entries grouped as they fare, the verdict, and the run
-    card of where the run would stand."""
+    card of where the run would stand; the old source shown relative to `here` (the
+    caller's working folder) when it lies inside it."""
     report = replayed.report
     run, stands = report.run, report.stands
     lines = [
         f"replay of run {run.process_id} ({run.status}, {_count(run.entries)})",
-        f"  OLD {_shown(run.source)}: source_sha256 {(run.source_sha256 or '?')[:12]}…",
+        f"  OLD {_shown(run.source, here)}: source_sha256 {(run.source_sha256 or '?')[:12]}…",
         f"  NEW {report.against.path}: source_sha256 {report.against.source_sha256[:12]}…",
         "",
     ]
@@ -622,14 +623,10 @@ def _what(group: list[ReplayEntry]) -> str:
     return f"{what}: {reason}" if reason else what
 
 
-def _shown(source: str) -> str:
-    """A run's source as recorded, relative to the working folder when it is inside it."""
+def _shown(source: str, here: Path) -> str:
+    """A run's source as recorded, relative to `here` when it is inside it."""
     path = Path(source)
-    return (
-        str(path.relative_to(Path.cwd()))
-        if path.is_absolute() and path.is_relative_to(Path.cwd())
-        else source
-    )
+    return str(path.relative_to(here)) if path.is_absolute() and path.is_relative_to(here) else source
 
 
 def _count(entries: int) -> str:

@@ -338,7 +338,7 @@ def status(args: argparse.Namespace) -> int:
         directive = engine.directive()
         state = directive.status(runs.driven(args.process_id))
         finished = final_todos(engine.store, directive.state.completed_steps)
-        note_gaps(engine, args)
+        note_gaps(runs, engine, args)
     if args.svg:
         Path(args.svg).write_text(card_svg(directive, finished), encoding="utf-8")
         print(f"wrote {args.svg}", file=sys.stderr)
@@ -379,11 +379,13 @@ def _row(runs: Runs, process_id: str, meta: Any) -> dict[str, Any]:
 def log(args: argparse.Namespace) -> int:
     from todoflow.runtime import process
     from todoflow.runtime.entries import to_json
+    from todoflow.runtime.store.base import runs_at
     from todoflow.runtime.views.log import log_json, log_text
 
-    with process.open_process(where(args), args.process_id)[0] as engine:
+    runs = runs_at(where(args))
+    with process.open_process(runs, args.process_id)[0] as engine:
         engine.directive()  # a damaged run is refused here, with what is wrong
-        note_gaps(engine, args)
+        note_gaps(runs, engine, args)
         journal = engine.store.entries()
         if args.journal:
             sys.stdout.write(
@@ -395,10 +397,12 @@ def log(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def note_gaps(engine: Engine, args: argparse.Namespace) -> None:
+def note_gaps(runs: Runs, engine: Engine, args: argparse.Namespace) -> None:
     """Say on stderr what the run's derived files lack against its journal (a crash or a
-    full disk since its last writer): what the reader shows comes from the journal."""
-    _note_gaps(engine.process_id, engine.gaps(), args)
+    full disk since its last writer): what the reader shows comes from the journal. A
+    run some program drives is left alone: its driver brings them up to date."""
+    if not runs.driven(engine.process_id):
+        _note_gaps(engine.process_id, engine.gaps(), args)
 
 
 def _note_gaps(process_id: str, gaps: Sequence[str], args: argparse.Namespace) -> None:

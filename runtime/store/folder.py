@@ -388,7 +388,8 @@ class FolderStore:
         except OSError as error:
             self._repaired = False
             log.warning(
-                "run %s: derived files not written (%s); they are rebuilt from the journal at the next step",
+                "run %s: derived files not written (%s); they are rebuilt from the journal at the run's "
+                "next step, or by `todoflow run --resume` once it is complete",
                 self.process_id,
                 error.strerror or error,
             )

@@ -132,6 +132,12 @@ class Engine:
         first step, so only a driver that may not step (a complete run) needs to ask."""
         return self.store.repair() if isinstance(self.store, Derived) else False
 
+    def gaps(self) -> list[str]:
+        """What the store's derived files (events, todos, learnings) lack against the
+        journal, one line each: none when they match, or when the store keeps none. Reads
+        only; a writer's next step (or `repair`) rebuilds them."""
+        return self.store.gaps() if isinstance(self.store, Derived) else []
+
     def __enter__(self) -> Engine:
         return self
 

@@ -239,6 +239,7 @@ class FastPathStarted:
     step: str
     script_sha256: str
     runner: str | None = None  # `<host>:<pid>` of the process running the script (None: older runs)
+    group: int | None = None  # the script's process group, killed when its attempt ends (None: older runs)
 
 
 @node

@@ -2,8 +2,12 @@
 
 A name is joined to the workspace and resolved, symlinks followed, and must stay
 inside it: `../x`, an absolute path or a link pointing out of the workspace never
-satisfies an expected file. Prevalidation — the check a route's sub-agent must pass
-before its todo counts as done — is the sub-step's validation_schema applied here.
+satisfies an expected file. A hard link is a name for a file that may live elsewhere
+too: a file with more than one link is only the workspace's when every one of its links
+is found inside it. Prevalidation — the check a route's sub-agent must pass before its
+todo counts as done — is the sub-step's validation_schema applied here: each expected
+file is hashed a piece at a time (memory stays bounded whatever its size), and a file
+larger than `CHECKED_LIMIT` is refused rather than read.
 
 The engine asks its questions of the workspace through `Files`: a run's folder on disk
 answers them (`Folder`); a replay (`views.replay`) answers from what the journal
@@ -13,11 +17,15 @@ recorded of the workspace when the run ran.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple, Protocol
+
+CHECKED_LIMIT = 1 << 30  # bytes: the largest file whose content prevalidation hashes (1 GiB)
+PIECE = 1 << 20  # bytes read at a time while hashing
 
 
 def confined(workspace: Path, name: str) -> Path | str:
@@ -32,14 +40,57 @@ def _confined(root: Path, name: str) -> Path | str:
     if parts and not name.startswith("/") and ".." not in parts:
         plain = _without_links(root, parts)
         if plain is not None:
-            return plain
+            return _linked_out(root, name, plain) or plain
     try:
         target = (root / name).resolve()
     except (OSError, RuntimeError) as error:  # a symlink loop
         return f"`{name}` cannot be resolved: {error}"
     if not target.is_relative_to(root):
         return f"`{name}` resolves outside the workspace"
-    return target
+    return _linked_out(root, name, target) or target
+
+
+def _linked_out(root: Path, name: str, path: Path) -> str | None:
+    """Why the file at `path` is not only the workspace's: a hard link whose other links
+    are not all inside the workspace (they may be anywhere on its file system), or None."""
+    try:
+        status = os.lstat(path)
+    except OSError:  # not there (yet): nothing is linked
+        return None
+    return _hard_link_out(root, name, status)
+
+
+def _hard_link_out(root: Path, name: str, status: os.stat_result) -> str | None:
+    if not stat.S_ISREG(status.st_mode) or status.st_nlink < 2:
+        return None
+    if _links_inside(root, status) >= status.st_nlink:
+        return None
+    return f"`{name}` is a hard link to a file outside the workspace"
+
+
+def _links_inside(root: Path, status: os.stat_result) -> int:
+    """How many names inside `root` the file `status` describes has, counted until all
+    its links are found (the folders walked without following symbolic links; a name's
+    inode is read from its folder, so only a match costs a `stat`)."""
+    found, folders = 0, [str(root)]
+    while folders and found < status.st_nlink:
+        try:
+            entries = list(os.scandir(folders.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+            elif entry.inode() == status.st_ino and _same_file(entry, status):
+                found += 1
+    return found
+
+
+def _same_file(entry: os.DirEntry[str], status: os.stat_result) -> bool:
+    try:
+        return entry.stat(follow_symlinks=False).st_dev == status.st_dev
+    except OSError:
+        return False
 
 
 def _without_links(root: Path, parts: list[str]) -> Path | None:
@@ -100,7 +151,39 @@ def _digest(root: Path, name: str) -> tuple[str, str] | str:
     if problem is not None:
         return problem
     assert isinstance(path, Path)
-    return name, hashlib.sha256(path.read_bytes()).hexdigest()
+    try:  # non-blocking: a name swapped for a FIFO since it was found must not hang the run
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        return f"`{name}` cannot be read: {error.strerror or error}"
+    with open(handle, "rb", buffering=0) as file:
+        status = os.fstat(handle)  # what was opened: a file swapped after it was found is not read
+        problem = _not_plain(name, status) or _hard_link_out(root, name, status) or _too_large(name, status)
+        if problem is not None:
+            return problem
+        try:
+            return name, _sha256(file)
+        except OSError as error:
+            return f"`{name}` cannot be read: {error.strerror or error}"
+
+
+def _sha256(file: io.RawIOBase) -> str:
+    """The file's sha256, read a piece at a time: memory stays bounded whatever its size."""
+    digest = hashlib.sha256()
+    buffer = bytearray(PIECE)
+    view = memoryview(buffer)
+    while size := file.readinto(buffer):
+        digest.update(view[:size])
+    return digest.hexdigest()
+
+
+def _not_plain(name: str, status: os.stat_result) -> str | None:
+    return None if stat.S_ISREG(status.st_mode) else f"`{name}` is not a regular file"
+
+
+def _too_large(name: str, status: os.stat_result) -> str | None:
+    if status.st_size <= CHECKED_LIMIT:
+        return None
+    return f"`{name}` holds {status.st_size:,} bytes, more than the {CHECKED_LIMIT:,} a prevalidation checks"
 
 
 def checked(found: Iterable[tuple[str, str]], problems: list[str]) -> Prevalidation:

@@ -16,6 +16,7 @@ import json
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -337,6 +338,7 @@ def status(args: argparse.Namespace) -> int:
         directive = engine.directive()
         state = directive.status(runs.driven(args.process_id))
         finished = final_todos(engine.store, directive.state.completed_steps)
+        note_gaps(runs, engine, args)
     if args.svg:
         Path(args.svg).write_text(card_svg(directive, finished), encoding="utf-8")
         print(f"wrote {args.svg}", file=sys.stderr)
@@ -377,10 +379,13 @@ def _row(runs: Runs, process_id: str, meta: Any) -> dict[str, Any]:
 def log(args: argparse.Namespace) -> int:
     from todoflow.runtime import process
     from todoflow.runtime.entries import to_json
+    from todoflow.runtime.store.base import runs_at
     from todoflow.runtime.views.log import log_json, log_text
 
-    with process.open_process(where(args), args.process_id)[0] as engine:
+    runs = runs_at(where(args))
+    with process.open_process(runs, args.process_id)[0] as engine:
         engine.directive()  # a damaged run is refused here, with what is wrong
+        note_gaps(runs, engine, args)
         journal = engine.store.entries()
         if args.journal:
             sys.stdout.write(
@@ -392,12 +397,32 @@ def log(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def note_gaps(runs: Runs, engine: Engine, args: argparse.Namespace) -> None:
+    """Say on stderr what the run's derived files lack against its journal (a crash or a
+    full disk since its last writer): what the reader shows comes from the journal. A
+    run some program drives is left alone: its driver brings them up to date."""
+    if not runs.driven(engine.process_id):
+        _note_gaps(engine.process_id, engine.gaps(), args)
+
+
+def _note_gaps(process_id: str, gaps: Sequence[str], args: argparse.Namespace) -> None:
+    if gaps:
+        command = shlex.join(["todoflow", "run", "--resume", process_id, *_location_options(args)])
+        print(
+            f"note: run {process_id}: its files derived from the journal are behind it "
+            f"({'; '.join(gaps)}); what is shown is read from the journal; `{command}` rebuilds them",
+            file=sys.stderr,
+        )
+
+
 def report(args: argparse.Namespace) -> int:
     from todoflow.compiler.files import write_atomically
     from todoflow.runtime.views.report import ReportError, read_run, run_report
     from todoflow.runtime.views.report_html import render
 
-    page = render(run_report(read_run(where(args), args.process_id)))
+    data = read_run(where(args), args.process_id)
+    _note_gaps(data.meta.process_id, data.gaps, args)
+    page = render(run_report(data))
     if args.output == "-":
         sys.stdout.write(page)
         return EXIT_OK

@@ -3,9 +3,14 @@ deterministically, with no orchestrator model, before (or instead of) the orches
 
 Eligible, checked mechanically when the step starts: `declared_execution_mode` is
 `learn_code` in step_config.json and the step has at least one route. The script runs in
-the workspace as a subprocess in its own process group (killed whole on timeout), with
+the workspace as a subprocess in its own process group, with a clean environment
+(`PATH`, `HOME`, `LANG` and the three variables below: no provider key, no store URL):
 `MCP_API_URL` pointing at an HTTP endpoint on 127.0.0.1 (a random port) and a per-run
-token in `MCP_API_TOKEN`, sent back as `Authorization: Bearer <token>`.
+token in `MCP_API_TOKEN`, sent back as `Authorization: Bearer <token>`. The group is
+journaled with the attempt (`FastPathStarted.group`) and killed whole when the attempt
+ends, whatever ended it (success too), so nothing the script started outlives it; a run
+resumed after its runner was killed kills what is left of the group before it fails the
+interrupted attempt.
 
     POST ${MCP_API_URL}/tools/custom/call_sub_agent {"route_id", "todo_id", "instructions"}
 
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
 import os
 import secrets
@@ -51,6 +57,7 @@ SCRIPT = "main.py"
 TIMEOUT = 600.0  # seconds the script may run
 RUNNER = f"{socket.gethostname()}:{os.getpid()}"  # who runs a script, as its start journals it
 ENDPOINT = "/tools/custom/call_sub_agent"
+KEPT = ("PATH", "HOME", "LANG")  # what the script keeps of the runner's environment
 
 SubAgent = Callable[[Engine, Directive], Directive]  # answers a delegated directive; the one after it
 
@@ -112,6 +119,9 @@ def planned(step: RunStep) -> dict[str, Any]:
 def interrupted(engine: Engine, step: RunStep) -> None:
     """A run resumed in the middle of a fast path: the attempt was cut short, so it failed
     (the script is not run twice into one checklist)."""
+    started = _started(engine)
+    if started is not None and started.group is not None and _here(started.runner):
+        _kill_group(started.group)  # what is left of the script: it must not act beside the step
     directive = engine.directive()
     reason = "the fast path was interrupted (the run stopped while it ran)"
     engine.journal(
@@ -124,13 +134,13 @@ def abandoned(engine: Engine, here: bool) -> bool:
     """Whether the fast path the run's journal says is running has nobody running it: it
     was started by this process and is not `here` (running on one of its threads), by a
     process of this machine that has ended, or elsewhere longer ago than a script may run."""
-    started = next((e for e in reversed(engine.store.entries()) if isinstance(e, FastPathStarted)), None)
+    started = _started(engine)
     if started is None or started.runner is None:
         return True  # a run of a version that did not say who runs it: as before, interrupted
-    host, _, pid = started.runner.rpartition(":")
+    pid = started.runner.rpartition(":")[2]
     if started.runner == RUNNER:
         return not here
-    if host == socket.gethostname():
+    if _here(started.runner):
         try:
             os.kill(int(pid), 0)
         except ProcessLookupError:
@@ -143,6 +153,21 @@ def abandoned(engine: Engine, here: bool) -> bool:
     except ValueError:
         return True
     return age > TIMEOUT + 60  # by then the script was stopped, wherever it ran
+
+
+def _started(engine: Engine) -> FastPathStarted | None:
+    """The journal's last start of a fast path."""
+    return next((e for e in reversed(engine.store.entries()) if isinstance(e, FastPathStarted)), None)
+
+
+def _here(runner: str | None) -> bool:
+    """Whether `runner` (`<host>:<pid>`) is a process of this machine."""
+    return runner is not None and runner.rpartition(":")[0] == socket.gethostname()
+
+
+def _kill_group(group: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # gone already, or not ours
+        os.killpg(group, signal.SIGKILL)
 
 
 def run(
@@ -170,16 +195,10 @@ def run(
         out.write(f"[{step.id}] learn_code: {problem}; the orchestrator runs the step\n")
         return False
     digest = hashlib.sha256(script.read_bytes()).hexdigest()
-    engine.journal(
-        directive.attempt_id,
-        lambda seq, at: FastPathStarted(
-            seq=seq, at=at, by="driver", step=step.id, script_sha256=digest, runner=RUNNER
-        ),
-    )
     out.write(f"[{step.id}] learn_code: running {script.name} (sha256 {digest[:12]}…)\n")
     if not step.expected_files:
         out.write(f"[{step.id}] learn_code: the step has no validation_schema; exit 0 and its todos decide\n")
-    reason = _attempt(engine, step, script, sub_agent, timeout, cancel or threading.Event())
+    reason = _attempt(engine, step, script, digest, sub_agent, timeout, cancel or threading.Event())
     if reason is None:
         out.write(
             f"[{step.id}] learn_code: the step completed by the fast path, with no orchestrator model\n"
@@ -200,30 +219,47 @@ def run(
 
 
 def _attempt(
-    engine: Engine, step: RunStep, script: Path, sub_agent: SubAgent, timeout: float, cancel: threading.Event
+    engine: Engine,
+    step: RunStep,
+    script: Path,
+    digest: str,
+    sub_agent: SubAgent,
+    timeout: float,
+    cancel: threading.Event,
 ) -> str | None:
-    """Run the script against the endpoint; None when it succeeded, else why not."""
+    """Run the script against the endpoint; None when it succeeded, else why not. The
+    start is journaled with the script's process group once it runs (the endpoint answers
+    nothing before), and the group is killed when the attempt ends, however it ends."""
     token = secrets.token_urlsafe(24)
-    with _endpoint(engine, step, token, sub_agent) as url:
-        env = {**os.environ, "MCP_API_URL": url, "MCP_API_TOKEN": token, "TODOFLOW_STEP_ID": step.id}
+    gate = _Gate()
+    with _endpoint(engine, step, token, sub_agent, gate) as url:
+        child = _spawn(script, engine.workspace, _environment(url, token, step.id))
         try:
-            child = subprocess.Popen(
-                [sys.executable, str(script)], cwd=engine.workspace, env=env, start_new_session=True
+            engine.journal(
+                engine.directive().attempt_id,
+                lambda seq, at: FastPathStarted(
+                    seq=seq,
+                    at=at,
+                    by="driver",
+                    step=step.id,
+                    script_sha256=digest,
+                    runner=RUNNER,
+                    group=child.pid if isinstance(child, subprocess.Popen) else None,
+                ),
             )
-        except OSError as error:
-            return f"{SCRIPT} could not start: {error.strerror or error}"
-        deadline = time.monotonic() + timeout
-        code = None
-        while code is None and not cancel.is_set() and time.monotonic() < deadline:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                code = child.wait(timeout=min(0.2, max(0.0, deadline - time.monotonic())))
-        if code is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signal.SIGKILL)  # the script and whatever it started
-            child.wait()
-            if cancel.is_set():
-                return f"{SCRIPT} was stopped: its runner is shutting down"
-            return f"{SCRIPT} ran longer than {timeout:g} s and was stopped"
+            if isinstance(child, str):
+                return child
+            gate.open()
+            code = _wait(child, timeout, cancel)
+        finally:
+            gate.shut()
+            if isinstance(child, subprocess.Popen):
+                _kill_group(child.pid)  # the script and whatever it started, success or not
+                child.wait()
+    if code is None:
+        if cancel.is_set():
+            return f"{SCRIPT} was stopped: its runner is shutting down"
+        return f"{SCRIPT} ran longer than {timeout:g} s and was stopped"
     if code != 0:
         return f"{SCRIPT} exited with {code}"
     if step.id not in engine.directive().state.completed_steps:
@@ -231,24 +267,75 @@ def _attempt(
     return None
 
 
+def _environment(url: str, token: str, step_id: str) -> dict[str, str]:
+    """The script's environment: nothing of the runner's but `KEPT` (no provider key, no
+    store URL), and the endpoint's."""
+    kept = {name: os.environ[name] for name in KEPT if name in os.environ}
+    return kept | {"MCP_API_URL": url, "MCP_API_TOKEN": token, "TODOFLOW_STEP_ID": step_id}
+
+
+def _spawn(script: Path, workspace: Path, env: dict[str, str]) -> subprocess.Popen[bytes] | str:
+    """The script started in its own process group (its id is the child's), or why not."""
+    try:
+        return subprocess.Popen([sys.executable, str(script)], cwd=workspace, env=env, start_new_session=True)
+    except OSError as error:
+        return f"{SCRIPT} could not start: {error.strerror or error}"
+
+
+def _wait(child: subprocess.Popen[bytes], timeout: float, cancel: threading.Event) -> int | None:
+    """The script's exit code; None when the time limit or `cancel` came first."""
+    deadline = time.monotonic() + timeout
+    code = None
+    while code is None and not cancel.is_set() and time.monotonic() < deadline:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            code = child.wait(timeout=min(0.2, max(0.0, deadline - time.monotonic())))
+    return code
+
+
+class _Gate:
+    """Whether the endpoint answers: only while its attempt is journaled as running. A
+    request that comes before the start is journaled waits for it."""
+
+    def __init__(self) -> None:
+        self._decided = threading.Event()
+        self._open = False
+
+    def open(self) -> None:
+        self._open = True
+        self._decided.set()
+
+    def shut(self) -> None:
+        self._open = False
+        self._decided.set()
+
+    def wait(self) -> bool:
+        self._decided.wait()
+        return self._open
+
+
 @contextlib.contextmanager
-def _endpoint(engine: Engine, step: RunStep, token: str, sub_agent: SubAgent) -> Iterator[str]:
+def _endpoint(engine: Engine, step: RunStep, token: str, sub_agent: SubAgent, gate: _Gate) -> Iterator[str]:
     lock = threading.Lock()  # one delegation at a time: the run has one cursor
+    expected = f"Bearer {token}".encode()
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            status, answer = self.answer()
-            data = json.dumps(answer, ensure_ascii=False).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                status, answer = self.answer()
+                data = json.dumps(answer, ensure_ascii=False).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the client went away: nobody to answer
 
         def answer(self) -> tuple[int, dict[str, Any]]:
             if self.client_address[0] not in ("127.0.0.1", "::1"):
                 return 403, {"error": "only this machine may call the fast path's endpoint"}
-            if self.headers.get("Authorization") != f"Bearer {token}":
+            given = self.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
+            if not hmac.compare_digest(given, expected):  # in constant time: the token is a secret
                 return 401, {
                     "error": "the request needs the run's token: Authorization: Bearer $MCP_API_TOKEN"
                 }
@@ -264,6 +351,8 @@ def _endpoint(engine: Engine, step: RunStep, token: str, sub_agent: SubAgent) ->
                 return 400, {
                     "error": "the body is a JSON object {route_id, todo_id, instructions}, each a string"
                 }
+            if not gate.wait():
+                return 410, {"error": "the fast path's attempt has ended"}
             if step.route(body["route_id"]) is None:
                 known = ", ".join(r.id for r in step.routes)
                 return 404, {"error": f"step `{step.id}` has no route `{body['route_id']}` (routes: {known})"}

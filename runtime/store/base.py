@@ -238,6 +238,10 @@ class Derived(Protocol):
         """Bring the derived files up to the journal; True when something was rebuilt."""
         ...
 
+    def gaps(self) -> list[str]:
+        """What the derived files lack against the journal, one line each; reads only."""
+        ...
+
 
 class OpenRun(NamedTuple):
     meta: RunMeta

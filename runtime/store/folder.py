@@ -388,7 +388,8 @@ class FolderStore:
         except OSError as error:
             self._repaired = False
             log.warning(
-                "run %s: derived files not written (%s); they are rebuilt from the journal at the next step",
+                "run %s: derived files not written (%s); they are rebuilt from the journal at the run's "
+                "next step, or by `todoflow run --resume` once it is complete",
                 self.process_id,
                 error.strerror or error,
             )
@@ -585,6 +586,73 @@ class FolderStore:
         self._open_events()
         self._pending = replayed[-1:]
 
+    # -- derived files against the journal ---------------------------------------------
+
+    def gaps(self) -> list[str]:
+        """What the derived files lack against the journal, one line each (none: they
+        match): events.jsonl exactly the events of every entry, the todos of every
+        completed todo_task step, the learning of every validated delegation. Reads only."""
+        with self.locked() as state:
+            start = initial_state(self.plan, self.started_at)
+            replayed = list(replay(self.plan, start, self._entries(0, state.seq)))
+            return [*self._events_gap(replayed), *self._todos_gaps(replayed), *self._learnings_gap(replayed)]
+
+    def _events_gap(self, replayed: Sequence[Applied]) -> list[str]:
+        data = _reads_bytes(self.folder / EVENTS)
+        if data == _event_lines(self.plan, self.process_id, replayed) or (data is None and not replayed):
+            return []
+        if data is None:
+            return [f"{EVENTS} is missing"]
+        covered = sum(1 for _ in itertools.takewhile(lambda held: held, self._events_held(data, replayed)))
+        if covered < len(replayed):
+            return [f"{EVENTS} holds the events of {covered} of the journal's {len(replayed)} entries"]
+        return [f"{EVENTS} holds more than the events of the journal's {len(replayed)} entries"]
+
+    def _events_held(self, data: bytes, replayed: Sequence[Applied]) -> Iterator[bool]:
+        """Per entry, in order: whether events.jsonl holds its events where they belong."""
+        offset = 0
+        for applied in replayed:
+            lines = _event_lines(self.plan, self.process_id, [applied])
+            yield data.startswith(lines, offset)
+            offset += len(lines)
+
+    def _todos_gaps(self, replayed: Sequence[Applied]) -> list[str]:
+        final = {
+            applied.settled.step_id: applied.settled
+            for applied in replayed
+            if applied.settled.step_complete and applied.settled.step_id is not None
+        }
+        found = []
+        for step_id, settled in final.items():
+            step = self.plan.step(step_id)
+            if step.kind != "todo_task" or not settled.tasks:
+                continue
+            held = _reads(self.folder / TODOS / f"{step.id}.json")
+            if held is None:
+                found.append(f"{TODOS}/{step.id}.json is missing")
+            elif held != todos(step, settled):
+                found.append(f"{TODOS}/{step.id}.json differs from the journal's")
+        return found
+
+    def _learnings_gap(self, replayed: Sequence[Applied]) -> list[str]:
+        if self.learnings is None:
+            return []
+        expected = learned(self.plan, self.process_id, self.definition_sha256, replayed)
+        if not expected:
+            return []
+        try:
+            held = {record.id for record in self.learnings.records()}
+        except LearningError as error:
+            return [str(error)]
+        missing = [learning.seq for learning in expected if learning.id not in held]
+        if not missing:
+            return []
+        entries = ", ".join(map(str, missing[:10])) + (", …" if len(missing) > 10 else "")
+        return [
+            f"{len(missing)} of the run's {len(expected)} learnings are missing from "
+            f"{self.learnings.root} (proved by journal entries {entries})"
+        ]
+
 
 _SEQ_HEAD = re.compile(rb'\{"seq":(\d+),')  # how every journal line starts
 # every line of events.jsonl starts `{"event":"…","process_id":"…","seq":N,` (its field order)
@@ -623,6 +691,13 @@ def _allocate(handle: int, offset: int, length: int) -> None:
 
 def _spare(folder: Path, step_id: str) -> Path:
     return folder / f".spare-{step_id}"
+
+
+def _reads_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def _reads(path: Path) -> str | None:

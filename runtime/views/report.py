@@ -51,6 +51,7 @@ class RunData:
     canvas_problem: str | None  # why there is no canvas
     learnings: tuple[Learning, ...]  # the records this run made, as the folder holds them now
     learnings_problem: str | None  # why the learnings folder could not be read
+    gaps: tuple[str, ...] = ()  # what its derived files lack against its journal, undriven (`Engine.gaps`)
 
 
 def read_run(where: Path | str | Runs, process_id: str) -> RunData:
@@ -63,9 +64,11 @@ def read_run(where: Path | str | Runs, process_id: str) -> RunData:
     engine, store = open_process(runs, process_id)
     with engine:
         directive = engine.directive()  # a damaged run is refused here, saying what is wrong
-        status = directive.status(runs.driven(process_id))
+        driven = runs.driven(process_id)
+        status = directive.status(driven)
         log = log_json(engine.plan, engine.process_id, store.started_at, store.entries())
         finished = final_todos(store, directive.state.completed_steps)
+        gaps = () if driven else tuple(engine.gaps())  # a driver brings them up to date
     meta = runs.read_meta(process_id)
     todo_blocked = f"todo blocked: {directive.todo_blocked}" if directive.todo_blocked else None
     where_ = f"step {directive.state.step_id}: {directive.blocked or todo_blocked or directive.role}"
@@ -84,6 +87,7 @@ def read_run(where: Path | str | Runs, process_id: str) -> RunData:
         canvas_problem,
         learnings,
         learnings_problem,
+        gaps,
     )
 
 

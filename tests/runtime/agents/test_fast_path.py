@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -348,3 +349,96 @@ def test_only_a_learn_code_step_with_a_route_tries_the_fast_path(tmp_path: Path)
     assert drive(engine, ScriptedAgent(orchestrator, workspace), io.StringIO()) == "complete"
     engine.close()
     assert "fast_path_started" not in [e["type"] for e in read_journal(tmp_path / "runs" / "p-1")]
+
+
+FORKS = textwrap.dedent(
+    """\
+    import json, os, subprocess, sys, time, urllib.request
+    grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    with open("pids.json", "w") as handle:
+        json.dump({"script": os.getpid(), "grandchild": grandchild.pid, "env": sorted(os.environ)}, handle)
+    if os.environ.get("TODOFLOW_STEP_ID") and os.path.exists("hang"):
+        time.sleep(300)
+    url = os.environ["MCP_API_URL"] + "/tools/custom/call_sub_agent"
+    headers = {"Authorization": "Bearer " + os.environ["MCP_API_TOKEN"]}
+    for n, name in enumerate("abc", start=1):
+        body = {"route_id": "convert", "todo_id": f"todo_{n}", "instructions": f"Convert {name}."}
+        urllib.request.urlopen(urllib.request.Request(url, json.dumps(body).encode(), headers)).read()
+    """
+)
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie nobody reaped yet does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+def test_nothing_a_successful_script_started_outlives_its_attempt_and_it_gets_a_clean_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.setenv("TODOFLOW_STORE", "postgresql://u:pw@host/db")
+    engine, workspace = _run(tmp_path, FORKS)
+    assert drive(engine, ScriptedAgent(_answers(), workspace), io.StringIO()) == "complete"
+    engine.close()
+    pids = json.loads((workspace / "pids.json").read_text())
+    wait_until(lambda: not _alive(pids["grandchild"]), "the script's child to be killed", within=5)
+    kept = {name for name in ("PATH", "HOME", "LANG") if name in os.environ}
+    assert set(pids["env"]) - {"LC_CTYPE"} == kept | {"MCP_API_URL", "MCP_API_TOKEN", "TODOFLOW_STEP_ID"}
+    (started,) = [e for e in read_journal(tmp_path / "runs" / "p-1") if e["type"] == "fast_path_started"]
+    assert started["group"] == pids["script"]
+
+
+def test_a_resumed_run_kills_what_is_left_of_a_killed_runners_script(tmp_path: Path) -> None:
+    learnings = tmp_path / "learnings"
+    (learnings / "convert-all").mkdir(parents=True)
+    (learnings / "convert-all" / "main.py").write_text(FORKS)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "hang").write_text("")  # the script starts its child, then never ends
+    command = [sys.executable, "-m", "todoflow", "run", str(EXAMPLE), "--agent", f"scripted:{REPLIES}"]
+    command += [
+        "--workspace",
+        str(workspace),
+        "--learnings",
+        str(learnings),
+        "--run-dir",
+        str(tmp_path / "runs"),
+    ]
+    runner = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until((workspace / "pids.json").exists, "the script to start its child")
+        wait_until(lambda: _journaled(tmp_path / "runs", "fast_path_started"), "the start to be journaled")
+    finally:
+        runner.kill()
+        runner.wait()
+    pids = json.loads((workspace / "pids.json").read_text())
+    assert _alive(pids["script"]) and _alive(pids["grandchild"])  # a killed runner leaves them running
+    (workspace / "hang").unlink()
+    engine, _ = process.open_process(tmp_path / "runs", _runs(tmp_path)[0])
+    orchestrator = [
+        {"files": {"converted.log": "a\nb\nc\n"}, "evidence": f"did {n}", "progress_execution_outcome": n}
+        for n in "abc"
+    ]
+    assert (
+        drive(engine, ScriptedAgent([_answers()[0], *orchestrator], workspace), io.StringIO()) == "complete"
+    )
+    engine.close()
+
+    def gone() -> bool:
+        return not (_alive(pids["script"]) or _alive(pids["grandchild"]))
+
+    wait_until(gone, "the killed runner's script and its child to be killed", within=5)
+
+
+def _runs(tmp_path: Path) -> list[str]:
+    return [p.name for p in (tmp_path / "runs").iterdir()]
+
+
+def _journaled(runs: Path, kind: str) -> bool:
+    """Whether a run under `runs` has journaled an entry of `kind`."""
+    return any(f'"type":"{kind}"'.encode() in p.read_bytes() for p in runs.glob("*/journal.jsonl"))

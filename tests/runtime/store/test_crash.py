@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -157,3 +158,94 @@ def test_an_orchestrated_run_killed_at_any_point_loses_nothing_and_learns_exactl
     assert len(crashed) >= len(MODES) * 2 * len(reference["journal"])
     for (point, mode), result in crashed:
         assert result == reference, f"crash at operation {point} ({mode})"
+
+
+def _verified(folder: Path) -> list[str]:
+    """What the run's derived files lack against its journal (the verifier, reading only)."""
+    from todoflow.runtime import process
+
+    (run,) = (folder / ".todoflow" / "runs").iterdir()
+    with process.open_process(run.parent, run.name)[0] as engine:
+        assert engine.directive().completed
+        return engine.gaps()
+
+
+def _killed_twice(base: Path, case: tuple[int, str, int, str]) -> tuple[str, list[str], dict[str, Any]]:
+    """An orchestrated run killed at a random operation, its resume killed at another,
+    then resumed to the end: what the verifier finds, and the run as files."""
+    first, first_mode, second, second_mode = case
+    folder = base / "-".join(map(str, case))
+    scenario = (ORCHESTRATED[0].read_text(), ORCHESTRATED[1].read_text())
+    _setup(folder, scenario)
+    agent = ("--agent", "scripted:replies.yaml")
+    ran = _cli(folder, "run", "flow.todoflow", *agent, crash=(first, first_mode))
+    if ran.returncode == 0:
+        return "finished", _verified(folder), _normalized(folder)
+    assert ran.returncode == -9, ran.stderr
+    (run,) = (folder / ".todoflow" / "runs").iterdir()
+    again = _cli(folder, "run", "--resume", run.name, *agent, crash=(second, second_mode))
+    if again.returncode != 0:
+        assert again.returncode == -9, again.stderr
+        last = _cli(folder, "run", "--resume", run.name, *agent)
+        assert last.returncode == 0, last.stdout + last.stderr
+    return "crashed", _verified(folder), _normalized(folder)
+
+
+def test_runs_killed_at_random_points_end_with_derived_files_that_match_their_journal(tmp_path: Path) -> None:
+    """Issue 21 item 3: SIGKILLs at random store operations (the run, then its resume),
+    in every mode; every completed run's events, todos and learnings match its journal,
+    as the verifier reads them, and equal the uninterrupted run's."""
+    scenario = (ORCHESTRATED[0].read_text(), ORCHESTRATED[1].read_text())
+    reference_folder = tmp_path / "reference"
+    _setup(reference_folder, scenario)
+    assert _cli(reference_folder, "run", "flow.todoflow", "--agent", "scripted:replies.yaml").returncode == 0
+    reference = _normalized(reference_folder)
+    chance = random.Random(21)  # the run has 26 store operations; its resumes fewer
+    cases = [
+        (chance.randint(1, 26), chance.choice(MODES), chance.randint(1, 26), chance.choice(MODES))
+        for _ in range(16)
+    ]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = list(pool.map(lambda case: (case, _killed_twice(tmp_path, case)), cases))
+    assert all(status == "crashed" for _, (status, _, _) in outcomes)
+    for case, (_, gaps, result) in outcomes:
+        assert gaps == [], f"killed at {case}"
+        assert result == reference, f"killed at {case}"
+
+
+def _full_disk(base: Path, point: int) -> tuple[list[str], str, list[str], dict[str, Any]]:
+    """An orchestrated run whose disk fills at its `point`-th store operation and that
+    finishes anyway (its journal allocated ahead): what the verifier finds then, what
+    `status` says, and after a resume with space again, the verifier and the files."""
+    folder = base / f"full-{point}"
+    _setup(folder, (ORCHESTRATED[0].read_text(), ORCHESTRATED[1].read_text()))
+    agent = ("--agent", "scripted:replies.yaml")
+    ran = _cli(folder, "run", "flow.todoflow", *agent, crash=(point, "full"))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    before = _verified(folder)
+    (run,) = (folder / ".todoflow" / "runs").iterdir()
+    shown = _cli(folder, "status", run.name)
+    assert shown.returncode == 0, shown.stderr
+    resumed = _cli(folder, "run", "--resume", run.name, *agent)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    return before, shown.stderr, _verified(folder), _normalized(folder)
+
+
+def test_a_run_that_fills_the_disk_says_what_it_lacks_and_is_made_whole_when_resumed(tmp_path: Path) -> None:
+    """Issue 21 item 3: a full disk from any operation on (the journal still takes its
+    lines): the run completes, the verifier and `status` say what its derived files lack
+    (a run completes lacking its learnings and todos, as the attack run found), and a
+    resume with space again makes them equal the uninterrupted run's."""
+    scenario = (ORCHESTRATED[0].read_text(), ORCHESTRATED[1].read_text())
+    reference_folder = tmp_path / "reference"
+    _setup(reference_folder, scenario)
+    assert _cli(reference_folder, "run", "flow.todoflow", "--agent", "scripted:replies.yaml").returncode == 0
+    reference = _normalized(reference_folder)
+    points = [1, 3, 6, 10, 15, 20, 24]  # of the 26 operations of the run
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = list(pool.map(lambda point: (point, _full_disk(tmp_path, point)), points))
+    for point, (before, said, after, result) in outcomes:
+        assert before, f"disk full at operation {point}: the verifier found nothing missing"
+        assert "its files derived from the journal are behind it" in said, point
+        assert after == [], f"disk full at operation {point}"
+        assert result == reference, f"disk full at operation {point}"

@@ -1,0 +1,63 @@
+"""A run's derived files (events.jsonl, todos/, learnings) against its journal: the
+verifier that finds what they lack, the readers that say so and write nothing, and the
+next writer that rebuilds them (issue 21 item 3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from todoflow.runtime import process
+
+from ...conftest import ROOT, run_cli
+from ...support.runtime_helpers import folder_digest
+
+ORCHESTRATED = ROOT / "examples" / "orchestrated.todoflow"
+REPLIES = ROOT / "examples" / "replies" / "orchestrated.yaml"
+
+
+def _finished_run(tmp_path: Path) -> Path:
+    """An orchestrated run, complete, its learnings recorded: its run folder."""
+    (tmp_path / "flow.todoflow").write_text(ORCHESTRATED.read_text())
+    done = run_cli("run", "flow.todoflow", "--agent", f"scripted:{REPLIES}", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (run,) = (tmp_path / ".todoflow" / "runs").iterdir()
+    return run
+
+
+def _gaps(run: Path) -> list[str]:
+    with process.open_process(run.parent, run.name)[0] as engine:
+        return engine.gaps()
+
+
+def test_the_verifier_finds_what_derived_files_lack_and_the_readers_say_so_writing_nothing(
+    tmp_path: Path,
+) -> None:
+    run = _finished_run(tmp_path)
+    assert _gaps(run) == []
+    events = (run / "events.jsonl").read_bytes().splitlines(keepends=True)
+    journal = (run / "journal.jsonl").read_bytes().split(b"\0")[0].splitlines()
+    (run / "events.jsonl").write_bytes(b"".join(events[: len(events) // 2]))
+    (todos,) = (run / "todos").glob("*.json")
+    todos.unlink()
+    (one, *_) = sorted((tmp_path / "learnings").glob("*/learnings.jsonl"))
+    one.unlink()
+    before = folder_digest(run)
+    gaps = _gaps(run)
+    assert len(gaps) == 3, gaps
+    assert gaps[0].startswith("events.jsonl holds the events of ")
+    assert gaps[0].endswith(f" of the journal's {len(journal)} entries")
+    assert gaps[1] == f"todos/{todos.name} is missing"
+    assert gaps[2].startswith("1 of the run's 2 learnings are missing from ")
+    for command in (["status", run.name], ["log", run.name], ["report", run.name, "-o", "-"]):
+        shown = run_cli(*command, cwd=tmp_path)
+        assert shown.returncode == 0, shown.stderr
+        assert f"note: run {run.name}: its files derived from the journal are behind it" in shown.stderr
+        assert "`todoflow run --resume " in shown.stderr
+    page = run_cli("report", run.name, "-o", "-", cwd=tmp_path).stdout
+    assert "Learnings (1)" in page and "The journal proves learnings the folder does not hold" in page
+    assert folder_digest(run) == before  # reading wrote nothing
+    assert not one.exists()
+    resumed = run_cli("run", "--resume", run.name, "--agent", f"scripted:{REPLIES}", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert _gaps(run) == []
+    assert one.exists()

@@ -46,6 +46,7 @@ from ..engine import Engine, Refusal
 from ..entries import FastPathFailed, FastPathStarted
 from ..orchestrator import learn_code
 from ..plan import RunStep
+from ..redaction import keep
 
 SCRIPT = "main.py"
 TIMEOUT = 600.0  # seconds the script may run
@@ -204,6 +205,7 @@ def _attempt(
 ) -> str | None:
     """Run the script against the endpoint; None when it succeeded, else why not."""
     token = secrets.token_urlsafe(24)
+    keep(token)  # a script that prints its environment must not put the token in the journal
     with _endpoint(engine, step, token, sub_agent) as url:
         env = {**os.environ, "MCP_API_URL": url, "MCP_API_TOKEN": token, "TODOFLOW_STEP_ID": step.id}
         try:

@@ -30,6 +30,7 @@ from .entries import Confirm, Entry, Head, LlmCall, RaiseTurns, Revise, SubmitTa
 from .events import todos
 from .llm_choice import LlmChoices, Usage
 from .plan import Task
+from .redaction import redacted
 from .replies import (
     CompleteReply,
     CompleteTodoReply,
@@ -191,18 +192,17 @@ class Engine:
             try:
                 step = self.plan.step(before.step_id or "")
                 reply = parse_reply(before.node, data, orchestrated=step.kind == "todo_task")
-                entry = self._entry(before, reply, by)
-                settled = settle(self.plan, before, entry)
-                if settled.step_complete:
-                    self._check_outputs(settled)
+                applied = self._applied(before, self._entry(before, reply, by))
+                if applied.settled.step_complete:
+                    self._check_outputs(applied.settled)
             except InvalidReply as invalid:
                 if cached and self.store.behind(state):
                     raise Moved("the state this store knew is behind") from None
                 if spent:
                     self.store.commit(spent, before)
                 raise Refusal(invalid.reason, self._directive(before)) from None
-            after = leave(self.plan, settled, entry.at)
-            self.store.commit([*spent, Applied(before, settled, entry)], after, request)
+            after = leave(self.plan, applied.settled, applied.entry.at)
+            self.store.commit([*spent, applied], after, request)
             return self._directive(after)
 
     def _calls(self, state: ProcessState, usage: Sequence[Usage]) -> tuple[list[Applied], ProcessState]:
@@ -222,9 +222,8 @@ class Engine:
                 completion_tokens=call.completion_tokens,
                 latency_ms=call.latency_ms,
             )
-            settled = settle(self.plan, state, entry)
-            applied.append(Applied(state, settled, entry))
-            state = settled
+            applied.append(self._applied(state, entry))
+            state = applied[-1].settled
         return applied, state
 
     def journal(self, attempt: str, make: Callable[[int, str], Entry]) -> Directive:
@@ -239,7 +238,7 @@ class Engine:
                     "the entry belongs to a directive that no longer stands", self._directive(state)
                 )
             entry = make(state.seq + 1, self.clock())
-            return self._commit(entry, state, settle(self.plan, state, entry))
+            return self._commit(self._applied(state, entry))
 
     def record_usage(self, attempt: str, usage: Sequence[Usage]) -> Directive:
         """Journal model calls that led to no reply (an agent that stopped)."""
@@ -281,11 +280,17 @@ class Engine:
                 step=step.id,
                 execution_max_turns=execution_max_turns,
             )
-            return self._commit(entry, state, settle(self.plan, state, entry))
+            return self._commit(self._applied(state, entry))
 
-    def _commit(self, entry: Entry, state: ProcessState, settled: ProcessState) -> Directive:
-        after = leave(self.plan, settled, entry.at)
-        self.store.commit([Applied(state, settled, entry)], after)
+    def _applied(self, state: ProcessState, entry: Entry) -> Applied:
+        """The one point where what an agent, a driver or a caller handed in becomes a
+        journal entry: its configured secrets redacted (`runtime.redaction`), then settled."""
+        entry = redacted(entry)
+        return Applied(state, settle(self.plan, state, entry), entry)
+
+    def _commit(self, applied: Applied) -> Directive:
+        after = leave(self.plan, applied.settled, applied.entry.at)
+        self.store.commit([applied], after)
         return self._directive(after)
 
     def _directive(self, state: ProcessState) -> Directive:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from todoflow.runtime.definition import RunDefinition
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a program its pipe closed on
 QUIET = "print errors only: no warnings, notes, summaries or progress (a verb's output on stdout stays)"
 
 
@@ -204,15 +205,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return completion.helper(words[1:])
     args = build_parser().parse_args(words)
     if not args.quiet:
-        return _main(args)
+        return _piped(args)
     from todoflow.terminal import ErrorsOnly
 
     stderr, sys.stderr = sys.stderr, cast(TextIO, ErrorsOnly(sys.stderr))
     try:
-        return _main(args)
+        return _piped(args)
     finally:
         sys.stderr.flush()
         sys.stderr = stderr
+
+
+def _piped(args: argparse.Namespace) -> int:
+    """`_main`, quiet when the reader of standard output goes away (`... | head`): what
+    is left unwritten is dropped, as a program killed by SIGPIPE drops it."""
+    try:
+        code = _main(args)
+        sys.stdout.flush()  # here, not at exit, where a closed pipe would print a traceback
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    return code
 
 
 def _main(args: argparse.Namespace) -> int:

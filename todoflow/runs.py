@@ -509,12 +509,14 @@ def where(args: argparse.Namespace) -> Path | str:
 
 def _database(store: str) -> str:
     """A `--store` URL whose scheme an adapter serves (a folder is `--run-dir`)."""
-    from todoflow.runtime.store.base import known_schemes, scheme
+    from todoflow.runtime.store.base import known_schemes, scheme, without_password
 
     schemes = known_schemes()
     if scheme(store) not in schemes:
         others = ", ".join(f"{name}://" for name in schemes if name != "postgresql")
-        raise UnreadableError(f"--store takes a postgresql:// URL (or {others}), not `{store}`")
+        raise UnreadableError(
+            f"--store takes a postgresql:// URL (or {others}), not `{without_password(store)}`"
+        )
     return store
 
 
@@ -528,9 +530,9 @@ def _location_options(args: argparse.Namespace) -> list[str]:
 def _shown(location: Path | str, process_id: str) -> str:
     if isinstance(location, Path):
         return f"run folder {location / process_id}"
-    from todoflow.runtime.store.postgres import shown
+    from todoflow.runtime.store.base import runs_at
 
-    return f"in {shown(location)}"
+    return f"in {runs_at(location).location}"
 
 
 def _follow(runs: Runs, process_id: str) -> int:
@@ -558,8 +560,14 @@ def db(args: argparse.Namespace) -> int:
     """`db init`, `db migrate`: the schema; `db export RUN`, `db import RUN`: a run moved
     from the database to a run folder, or back."""
     from todoflow.runtime import process
-    from todoflow.runtime.store import postgres as pg_store
     from todoflow.runtime.store.base import runs_at
+
+    try:
+        from todoflow.runtime.store import postgres as pg_store
+    except ImportError as error:
+        raise UnreadableError(
+            f"`todoflow db` needs {error.name or 'psycopg'}: pip install 'todoflow[postgres]'"
+        ) from None
 
     store = args.store or os.environ.get(STORE)
     if not store:

@@ -52,6 +52,7 @@ from ..engine import Engine, Refusal
 from ..entries import FastPathFailed, FastPathStarted
 from ..orchestrator import learn_code
 from ..plan import RunStep
+from ..redaction import keep
 
 SCRIPT = "main.py"
 TIMEOUT = 600.0  # seconds the script may run
@@ -231,6 +232,7 @@ def _attempt(
     start is journaled with the script's process group once it runs (the endpoint answers
     nothing before), and the group is killed when the attempt ends, however it ends."""
     token = secrets.token_urlsafe(24)
+    keep(token)  # a script that prints its environment must not put the token in the journal
     gate = _Gate()
     with _endpoint(engine, step, token, sub_agent, gate) as url:
         child = _spawn(script, engine.workspace, _environment(url, token, step.id))

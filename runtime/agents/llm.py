@@ -36,6 +36,7 @@ from ..entries import ORCHESTRATOR
 from ..events import todos
 from ..llm_choice import Usage
 from ..plan import Llm
+from ..redaction import redact
 from ..replies import (
     CompleteTodoReply,
     ContinueReply,
@@ -47,7 +48,7 @@ from ..replies import (
     model_properties,
 )
 from .base import Answer, Stop
-from .llm_config import LlmConfig, endpoint, redact
+from .llm_config import LlmConfig, endpoint
 
 MAX_REFUSALS = 5  # refused (or tool-less) answers in a row before the agent stops
 MAX_ROUNDS = 20  # model calls for one directive before the agent stops
@@ -193,7 +194,6 @@ class LlmAgent:
     def __init__(self, config: LlmConfig, make_client: ClientFactory = openai_client) -> None:
         self.config, self.make_client = config, make_client
         self._clients: dict[str, Client] = {}
-        self._secrets: list[str] = []
         self._conversations: dict[tuple[str, ...], _Conversation] = {}
         self._spent: list[Usage] = []
         self._refusal: tuple[tuple[str, ...], str] | None = None
@@ -231,7 +231,7 @@ class LlmAgent:
             except Exception as error:  # the API's errors: a server down, a timeout, a 4xx/5xx
                 if not _api_error(error):
                     raise
-                return Stop(f"the model call failed: {self.redact(str(error))}")
+                return Stop(f"the model call failed: {redact(str(error))}")
         return Stop(f"the model made {MAX_ROUNDS} calls without an action the engine could take")
 
     def refused(self, reason: str) -> bool:
@@ -323,12 +323,8 @@ class LlmAgent:
     def _client(self, llm: Llm) -> Client:
         if llm.provider not in self._clients:
             base_url, key = endpoint(self.config.provider(llm))
-            self._secrets.append(key)
             self._clients[llm.provider] = self.make_client(base_url, key)
         return self._clients[llm.provider]
-
-    def redact(self, text: str) -> str:
-        return redact(text, self._secrets)
 
     # -- a tool call --------------------------------------------------------------------------
 

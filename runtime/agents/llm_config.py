@@ -19,8 +19,10 @@ preset models:
 Options (`--llm`, `--preset-llm`) win over the environment (`TODOFLOW_LLM`,
 `TODOFLOW_PRESET_LLM`), which wins over the file. A key is read from the environment
 when a client is made and never written anywhere: not in run.json, the journal, an
-event or an error (`redact`). With `TODOFLOW_LLM_LOOPBACK_ONLY` set (the test suite sets
-it), an endpoint that is not on this machine's loopback is refused.
+event or an error. Every provider's key found in the environment is kept as a secret
+(`runtime.redaction`), so what a model echoes of it is redacted before it is journaled.
+With `TODOFLOW_LLM_LOOPBACK_ONLY` set (the test suite sets it), an endpoint that is not
+on this machine's loopback is refused.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from todoflow.dsl.nodes import node
 
 from ..llm_choice import DEFAULT_VARIABLE, PRESET_VARIABLE, LlmChoices, parse_llm, select_llm
 from ..plan import Llm, RunPlan
+from ..redaction import keep
 
 LOOPBACK_ONLY = "TODOFLOW_LLM_LOOPBACK_ONLY"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -108,6 +111,7 @@ def load_config(
         parse_llm(preset, "the preset model") if preset else None,
         parse_llm(default, "the default model") if default else None,
     )
+    keep(*(environ.get(p.api_key_env) for p in providers.values() if p.api_key_env))
     return LlmConfig(providers, choices)
 
 
@@ -164,6 +168,7 @@ def endpoint(provider: Provider, environ: Mapping[str, str] = os.environ) -> tup
     if provider.name == "openai" and provider.base_url is None:
         base_url = environ.get("OPENAI_BASE_URL") or None
     key = environ.get(provider.api_key_env, "") if provider.api_key_env else ""
+    keep(key)
     if provider.api_key_env and not key:
         raise LlmConfigError(f"provider `{provider.name}` needs its key in ${provider.api_key_env}")
     if environ.get(LOOPBACK_ONLY):
@@ -174,14 +179,6 @@ def endpoint(provider: Provider, environ: Mapping[str, str] = os.environ) -> tup
                 "so only a server on this machine's loopback may be asked"
             )
     return base_url, key or "not-needed"
-
-
-def redact(text: str, secrets: list[str]) -> str:
-    """`text` with every key in `secrets` replaced (a server may echo what it was sent)."""
-    for secret in secrets:
-        if secret and secret != "not-needed":
-            text = text.replace(secret, "***")
-    return text
 
 
 def check_plan(plan: RunPlan, config: LlmConfig) -> None:

@@ -383,6 +383,23 @@ def scheme(location: str) -> str:
     return head.lower() if found and head.isalnum() else FOLDER
 
 
+def without_password(location: str) -> str:
+    """A `scheme://` location as messages show it: the password of its user part and a
+    `password=` parameter left out, read as text (a URL too broken to parse still shows)."""
+    head, found, rest = location.partition("://")
+    if not found:
+        return location
+    end = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    user, at, hosts = rest[:end].rpartition("@")
+    name = user.partition(":")[0]
+    tail = rest[end:]
+    path, mark, query = tail.partition("?")
+    if mark:
+        kept = [p for p in query.split("&") if p.partition("=")[0].lower() != "password"]
+        tail = path + ("?" + "&".join(kept) if kept else "")
+    return f"{head}://{name}{at if name else ''}{hosts}{tail}"
+
+
 def runs_at(where: Path | str | Runs) -> Runs:
     """The runs of a store location: a path (a folder of run folders) or a `scheme://` URL."""
     if not isinstance(where, Path | str):

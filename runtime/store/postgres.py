@@ -28,21 +28,25 @@ commit leaves its outcome unknown to us: the store forgets its state and raises
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import resources
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote
 
 import psycopg
 import pydantic_core
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 from pydantic import ValidationError
 
 from ..entries import Entry, json_line, to_json
 from ..learnings import Learning, LearningError, learned
 from ..plan import PlanError, RunPlan, Task, kept_plan, plan_from_files, run_plan
+from ..redaction import keep, redact
 from ..state import Applied, ProcessState, from_json, initial_state, replayed
 from ..state import to_json as state_json
 from .base import (
@@ -60,6 +64,7 @@ from .base import (
     ready_text,
     register,
     snapshot_due,
+    without_password,
 )
 
 T = TypeVar("T")
@@ -76,13 +81,62 @@ class DatabaseError(StoreError):
 
 def shown(url: str) -> str:
     """The URL without its password, as messages name it."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    user = f"{parts.username}@" if parts.username else ""
-    port = f":{parts.port}" if parts.port else ""
-    return urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, parts.query, parts.fragment))
+    return without_password(url)
+
+
+def checked(url: str) -> str:
+    """`url`, read once by libpq's own rules (`conninfo_to_dict`) before anything connects:
+    its password kept as a secret (`runtime.redaction`), a malformed part named in a
+    `DatabaseError` that shows the URL without its password."""
+    userinfo = _authority(url).rpartition("@")[0]
+    password = userinfo.partition(":")[2]
+    keep(password, unquote(password))
+    problem = _malformed(url)
+    if problem is None:
+        try:
+            params = conninfo_to_dict(url)
+        except psycopg.ProgrammingError as error:
+            problem = _reason(error)
+        else:
+            keep(str(params.get("password") or ""))
+            problem = _bad_port(str(params.get("port") or ""))
+    if problem is not None:
+        raise DatabaseError(f"malformed PostgreSQL URL {shown(url)}: {problem}")
+    return url
+
+
+def _authority(url: str) -> str:
+    rest = url.partition("://")[2]
+    return re.split(r"[/?]", rest, maxsplit=1)[0]
+
+
+def _malformed(url: str) -> str | None:
+    """What libpq would misread or report with the secret in it: a space or a second `@`
+    in the user part, a host in brackets that is not an IPv6 address."""
+    userinfo, at, hosts = _authority(url).rpartition("@")
+    if at and "@" in userinfo:
+        return "the user name or password holds an unencoded `@`: write it %40"
+    if at and any(c.isspace() for c in userinfo):
+        return "the user name or password holds a space: write it %20"
+    if any(c.isspace() for c in hosts):
+        return f"the host `{hosts}` holds a space"
+    for host in re.split(r",(?![^\[]*\])", hosts):
+        if host.startswith("["):
+            address, closed, _ = host[1:].partition("]")
+            if not closed:
+                return f"the host `{host}` has no closing `]`"
+            try:
+                ipaddress.IPv6Address(address)
+            except ValueError:
+                return f"the host `[{address}]` is not an IPv6 address"
+    return None
+
+
+def _bad_port(ports: str) -> str | None:
+    for port in filter(None, ports.split(",")):
+        if not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+            return f"the port `{port}` is not a number from 1 to 65535"
+    return None
 
 
 # -- the schema --------------------------------------------------------------------
@@ -116,7 +170,7 @@ def migrate(url: str, create: bool) -> tuple[int, int]:
     migrating at once take turns); (the version before, the version after). `create`: a
     database without the schema gets it (`db init`); else it is refused (`db migrate`)."""
     try:
-        with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT) as connection:
+        with psycopg.connect(checked(url), connect_timeout=CONNECT_TIMEOUT) as connection:
             connection.execute("SELECT pg_advisory_xact_lock(%s, 0)", (DRIVER_LOCKS,))
             connection.execute(
                 "CREATE TABLE IF NOT EXISTS todoflow_schema "
@@ -153,7 +207,7 @@ def _no_connection(location: str) -> DatabaseError:
 
 
 def _reason(error: BaseException) -> str:
-    text = str(error).strip()
+    text = redact(str(error).strip())
     return text.splitlines()[0] if text else type(error).__name__
 
 
@@ -166,7 +220,7 @@ class PgRuns:
     program: `runs_at` gives the same one to every caller until it is closed)."""
 
     def __init__(self, url: str, pool_size: int = POOL_SIZE) -> None:
-        self.url, self.location = url, shown(url)
+        self.url, self.location = checked(url), shown(url)
         self.closed = False
         self.pool = ConnectionPool(
             url,

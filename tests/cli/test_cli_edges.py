@@ -16,7 +16,7 @@ import pytest
 
 from todoflow.cli import build_parser
 
-from ..conftest import EXAMPLES, run_cli
+from ..conftest import EXAMPLES, ROOT, run_cli
 
 RELEASE = next(p for p in EXAMPLES if p.name == "release.todoflow")
 BROKEN = 'workflow x "X" {\n    regular a "A" { next nowhere }\n}\n'
@@ -187,3 +187,24 @@ def test_force_color_colours_a_pipe_unless_no_color_says_otherwise(tmp_path: Pat
     quiet = run_cli("check", ".", "-q", cwd=tmp_path, env={"FORCE_COLOR": "1", "NO_COLOR": ""})
     assert "error[E0102]" in STYLE.sub("", quiet.stderr)  # --quiet reads coloured text too
     assert "N0301" not in quiet.stderr
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [["check", "--format", "json", str(ROOT / "tests" / "fixtures" / "invalid")], ["status", "--json"]],
+)
+def test_a_reader_that_closes_the_pipe_ends_the_verb_quietly(tmp_path: Path, verb: list[str]) -> None:
+    """`todoflow check --format json | head`: the reader goes before the output is written;
+    todoflow stops without a traceback, as a program killed by SIGPIPE does."""
+    shutil.copytree(ROOT / "tests" / "fixtures" / "runs", tmp_path / ".todoflow" / "runs")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "todoflow", *verb],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()  # before todoflow has even started: its first write meets a closed pipe
+    with child.stderr:
+        stderr = child.stderr.read().decode()
+    assert child.wait(timeout=120) == 141 and stderr == ""

@@ -6,7 +6,8 @@ fails loudly: a request beyond the script is answered 500 and recorded as unexpe
 and `unused()` says what the script still held. A *quirk profile* makes it answer as a
 local server does: `llamacpp` sends tool-call arguments as an object, `ollama` ignores
 `tool_choice` (its first answer is text, no tool call), `vllm` puts several tool calls in
-one message (a read before each action).
+one message (a read before each action). A hostile server echoes the key it was sent:
+`ECHO_KEY` in a scripted answer's text or arguments becomes the request's bearer token.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+ECHO_KEY = "{{the key this request was sent with}}"
 Turn = dict[str, Any] | list[dict[str, Any]] | Callable[[dict[str, Any]], Any]
 # a turn: {"tool": name, "arguments": {...}} | {"text": "..."} | several calls | f(request) -> a turn
 
@@ -74,7 +76,11 @@ class FakeModel:
         if self.quirks == "vllm" and calls and calls[0]["tool"] != "list_todos":
             calls = [{"tool": "list_todos", "arguments": {}}, *calls]
         text = turn.get("text") if isinstance(turn, dict) else None
-        return 200, self._completion(body, calls, text)
+        key = authorization.removeprefix("Bearer ")
+        echoed = json.loads(
+            json.dumps({"calls": calls, "text": text}).replace(ECHO_KEY, json.dumps(key)[1:-1])
+        )
+        return 200, self._completion(body, echoed["calls"], echoed["text"])
 
     def _completion(
         self, body: dict[str, Any], calls: list[dict[str, Any]], text: str | None

@@ -327,7 +327,7 @@ def _verdict(dry: DryRun) -> list[str]:
         "would stop before creating anything:"
     ]
     for problem in dry.preflight:
-        lines.append(f"  {problem.check}: {problem.message}".replace("\n", "\n    "))
+        lines.append(f"  {problem.check}: {problem.message}".replace("\n", "\n  "))
     return lines
 
 

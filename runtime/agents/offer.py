@@ -22,12 +22,7 @@ def workspace_tools(shell: bool) -> tuple[str, ...]:
     return (*WORKSPACE_TOOLS, SHELL_TOOL) if shell else WORKSPACE_TOOLS
 
 
-def mcp_tool(server: str, tool: str) -> str:
-    """An MCP server's tool as an agent is offered it (the convention other agent hosts use)."""
-    return f"mcp__{server}__{tool}"
-
-
 def tools_offered(decisions: Iterable[str], shell: bool, mcp: Iterable[str] = ()) -> tuple[str, ...]:
     """Everything an agent may call at a node: its decision tools, the workspace tools,
-    then the MCP servers' tools (already named by `mcp_tool`)."""
+    then the MCP servers' tools (already named `mcp__<server>__<tool>`)."""
     return (*decisions, *workspace_tools(shell), *mcp)

@@ -100,8 +100,8 @@ def _check(error: TodoflowError) -> Check:
 
 def mcp_tools(config: Path) -> tuple[tuple[str, ...], tuple[Problem, ...]]:
     """`--check-mcp`: the tools of the MCP servers the workflow's configuration (found from
-    `config`) names, each server started, listed and stopped, its tools named by
-    `offer.mcp_tool`; a server that does not start or list is a problem (`mcp`).
+    `config`) names, each server started, listed and stopped, its tools named
+    `mcp__<server>__<tool>`; a server that does not start or list is a problem (`mcp`).
 
     The seam for the agents' MCP client (`[mcp.servers.*]`, a `Toolset` of its own): until
     this build has one, no server is configured for agents, so there is nothing to list."""

@@ -14,7 +14,7 @@ from syrupy.assertion import SnapshotAssertion
 from todoflow.cli import main
 from todoflow.compiler.formats import schema
 
-from ..conftest import ROOT
+from ..conftest import EXAMPLES, ROOT
 from ..support.fake_model import FakeModel
 
 KEYS = ("GEMINI_API_KEY", "OPENAI_API_KEY", "TODOFLOW_LLM", "TODOFLOW_PRESET_LLM", "TODOFLOW_STORE")
@@ -27,6 +27,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "branch.json").write_text("{}")
+    (tmp_path / "broken.yaml").write_text("replies: [\n")  # a replies file that does not parse
     monkeypatch.chdir(tmp_path)
     for key in KEYS:
         monkeypatch.delenv(key, raising=False)
@@ -45,10 +46,7 @@ def _tree(folder: Path) -> dict[str, tuple[int, int]]:
     return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in found}
 
 
-EXAMPLES = ["release", "orchestrated", "fast-path"]  # regular and todo_task steps, routes, learn_code
-
-
-@pytest.mark.parametrize("name", EXAMPLES)
+@pytest.mark.parametrize("name", [path.stem for path in EXAMPLES])  # every step kind, routes, learn_code
 def test_plan_of_each_example_as_text_and_json(
     name: str, project: Path, capsys: pytest.CaptureFixture[str], snapshot: SnapshotAssertion
 ) -> None:
@@ -174,7 +172,6 @@ PREFLIGHT = {
 def test_plan_lists_a_preflight_failure_and_exits_1(
     case: str, project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    Path("broken.yaml").write_text("replies: [\n")
     args, check, naming = PREFLIGHT[case]
     status, out, _ = _plan(capsys, *args)
     assert status == 1
@@ -190,7 +187,6 @@ def test_plan_lists_a_preflight_failure_and_exits_1(
 def test_run_stops_at_the_same_preflight_before_it_creates_anything(
     case: str, project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    Path("broken.yaml").write_text("replies: [\n")
     args, check, naming = PREFLIGHT[case]
     before = _tree(project)
     status = main(["run", *args, "--run-dir", "runs"])

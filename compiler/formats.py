@@ -1,9 +1,9 @@
 """The file formats of the TodoTaskPlanStep platform, as pydantic models.
 
 plan.json (the flat format, with our `tasks` and `generic_agent` extensions),
-step_config.json and todos.json (seeds/todo-task-plan-step.md), and what `todoflow diff
---format json` and `todoflow replay --format json` print. The same models write the
-files and give their JSON Schemas (`todoflow schema`), so an emitted file always
+step_config.json and todos.json (seeds/todo-task-plan-step.md), and what `todoflow diff`,
+`todoflow replay` and `todoflow plan` print with `--format json`. The same models write
+the files and give their JSON Schemas (`todoflow schema`), so an emitted file always
 validates against the published schema. Optional fields are omitted when empty, never
 written as null.
 """
@@ -336,12 +336,125 @@ class Diff(_Model):
     )
 
 
+class DryRunProblem(_Model):
+    """A pre-flight check that `todoflow run` with the same options would fail on."""
+
+    check: Literal["workspace", "models", "agent", "replies", "mcp"] = Field(
+        description="`workspace`: not a folder; `models`: a model, provider or key; `agent`: the agent "
+        "cannot be made; `replies`: the replies file does not read or parse; `mcp`: a server that does "
+        "not start or list its tools"
+    )
+    message: str = Field(description="the error `run` would print, naming what is wrong")
+
+
+class DryRunAgent(_Model):
+    """One agent that would drive nodes of a step, its model and its tools."""
+
+    role: Literal["agent", "orchestrator", "sub-agent", "generic"] = Field(
+        description="`agent`: a regular step's; `orchestrator`: a todo_task step's; `sub-agent`: a "
+        "route's; `generic`: the generic execution agent"
+    )
+    route: str | None = Field(default=None, description="a sub-agent's route id")
+    sub_step: str | None = Field(default=None, description="a sub-agent's step id")
+    provider: str | None = Field(default=None, description="absent when no rule chose a model")
+    model_id: str | None = None
+    rule: str = Field(
+        description="the rule that chose the model: `step conditional_llm`, `step execution_llm`, "
+        "`preset`, `default`, or `none`"
+    )
+    tools: dict[str, list[str]] = Field(
+        description="by node (`intake`, `work`, `revise`, `delegated`): every tool offered there, the "
+        "decision tools first, then the workspace tools, then the MCP servers'"
+    )
+
+
+class DryRunFile(_Model):
+    """A file a step (or a route's sub-step) expects, looked up in the workspace as it is now."""
+
+    path: str
+    owner: str = Field(description="the step or sub-step that expects it")
+    exists: bool
+    reason: str | None = Field(default=None, description="why it does not count as there")
+
+
+class DryRunTask(_Model):
+    position: int = Field(ge=1, description="in engine order: a task's identity")
+    action: str
+    expected_result: str
+    constraints: list[str] = Field(default_factory=list)
+
+
+class DryRunChecklist(_Model):
+    """The checklist the engine would walk at a step, as far as it is known before the run."""
+
+    source: Literal["step", "tasks", "given", "agent", "fast path"] = Field(
+        description="`step`: a regular step is its own one task; `tasks`: the workflow's `tasks` "
+        "block; `given`: `--tasks`; `agent`: the orchestrator composes it at intake; `fast path`: a "
+        "todo per route, for learn_code's script"
+    )
+    tasks: list[DryRunTask]
+    moves: list[str] = Field(default_factory=list, description="tasks moved by their dependencies, and why")
+
+
+class DryRunLearnCode(_Model):
+    """learn_code at a step whose mode declares it."""
+
+    eligible: bool = Field(description="mode learn_code and at least one route")
+    script: str = Field(description="`<step-id>/main.py` in the learnings folder")
+    present: bool = Field(description="the script is there now")
+    then: str = Field(description="what the run would do at the step")
+
+
+class DryRunPrompt(_Model):
+    agent: str = Field(description="`orchestrator`, `agent`, a route id or `generic`")
+    node: str
+    kind: str = Field(description="the template rendered: `intake`, `work`, `orchestrator_system`, …")
+    text: str
+
+
+class DryRunStep(_Model):
+    index: int = Field(ge=1)
+    id: str
+    kind: Literal["regular", "todo_task"]
+    title: str
+    next: str = Field(description="the step that follows, or `end`")
+    agents: list[DryRunAgent]
+    max_turns: int | None = Field(default=None, description="the orchestrator's bound on turns")
+    learn_code: DryRunLearnCode | None = None
+    expected_files: list[DryRunFile]
+    checklist: DryRunChecklist
+    notes: list[str] = Field(default_factory=list)
+    prompts: list[DryRunPrompt] | None = Field(default=None, description="with --show-prompts")
+
+
+class DryRun(_Model):
+    """`todoflow plan FLOW --format json`: what `todoflow run` with the same options would do."""
+
+    workflow: DiffSide
+    agent: str = Field(description="what would drive the run: `human`, `scripted:FILE`, `llm`")
+    workspace: str
+    store: str = Field(description="where the run would be created (nothing is)")
+    learnings: str = Field(description="the learnings folder: learn_code's scripts are read there")
+    shell: bool = Field(description="`run_command` is offered")
+    tools: list[str] = Field(
+        description="offered to every agent at every node beside its decision tools: the workspace "
+        "tools, `run_command` with the shell on, the MCP servers' `mcp__<server>__<tool>` when checked"
+    )
+    mcp: Literal["checked", "not checked"] = Field(
+        description="`checked`: the MCP servers were started and their tools listed (--check-mcp)"
+    )
+    ready: bool = Field(description="no pre-flight problem: `run` would start")
+    preflight: list[DryRunProblem]
+    steps: list[DryRunStep]
+
+
 SCHEMAS: dict[str, type[_Model]] = {
     "plan": Plan,
     "step-config": StepConfig,
     "todos": Todos,
     "diff": Diff,
     "replay": Replay,
+    "dry-run": DryRun,
 }
 
 

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from todoflow.compiler.analysis import analyze
 from todoflow.compiler.formats import Plan, StepConfig
+from todoflow.compiler.model import CheckedWorkflow
 from todoflow.compiler.sources import read_source
 from todoflow.dsl.diagnostics import Diagnostic, SourceError, has_errors
 from todoflow.dsl.nodes import node
@@ -25,6 +26,7 @@ from todoflow.dsl.parser import normalize, source_sha256
 from .plan import PlanError, RunPlan, Task, configs_of, from_plan, parse_ready_tasks, templates_of
 
 STRING = "<string>"
+MOVED = "N0301"  # the note on a task moved after a task it needs
 
 
 @node
@@ -48,6 +50,7 @@ class Reading(NamedTuple):
     definition: RunDefinition | None
     diagnostics: tuple[Diagnostic, ...]
     sources: dict[str, str]  # every text the diagnostics may point into
+    moved: tuple[tuple[str, str], ...] = ()  # (step id, note): a source's tasks its order moved
 
     def or_raise(self) -> RunDefinition:
         if self.definition is None:
@@ -82,7 +85,22 @@ def from_source(text: str, path: str = STRING, base: Path | None = None, origin:
         return Reading(None, analysis.diagnostics, analysis.sources)
     stored = {k: v for k, v in emit(workflow).files if _stored(k)}
     definition = _definition(workflow.id, workflow.title, stored, origin, normalize(text))
-    return Reading(definition, analysis.diagnostics, analysis.sources)
+    return Reading(definition, analysis.diagnostics, analysis.sources, _moved(workflow, analysis.diagnostics))
+
+
+def _moved(workflow: CheckedWorkflow, found: tuple[Diagnostic, ...]) -> tuple[tuple[str, str], ...]:
+    """The compiler's notes on tasks its order moved (N0301), each with the step whose
+    `tasks` block it points into."""
+    steps = [step for step in workflow.all_steps() if step.tasks]
+    return tuple(
+        (step.id, d.message)
+        for d in found
+        if d.code == MOVED
+        for step in steps
+        if step.span.path == d.span.path
+        and (step.span.line, step.span.column) <= (d.span.line, d.span.column)
+        and (d.span.end_line, d.span.end_column) <= (step.span.end_line, step.span.end_column)
+    )
 
 
 def _stored(relative: str) -> bool:

@@ -121,7 +121,7 @@ def _analysis_verbs(commands: Any) -> None:
     """`schema`, `diff`, `replay`, `paths`: formats, changes, runs under a change and the
     machine's paths."""
     schema = commands.add_parser("schema", help="print the JSON Schema of a file format")
-    schema.add_argument("name", choices=["plan", "step-config", "todos", "diff", "replay"])
+    schema.add_argument("name", choices=["plan", "step-config", "todos", "diff", "replay", "dry-run"])
 
     diff = commands.add_parser(
         "diff", help="what NEW changes of OLD: steps, fields, routes, prompts, checklists by position"
@@ -239,6 +239,7 @@ def _main(args: argparse.Namespace) -> int:
         "replay": lambda: _replay(args),
         "paths": lambda: _paths(args.file, args.step, args.max_revisions, args.format),
         "run": lambda: runs.run(args),
+        "plan": lambda: runs.plan(args),
         "status": lambda: runs.status(args),
         "serve": lambda: runs.serve(args),
         "log": lambda: runs.log(args),

@@ -18,7 +18,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from todoflow.compiler.sources import UnreadableError, display_name
 from todoflow.dsl.diagnostics import render_all
@@ -26,11 +26,13 @@ from todoflow.runtime import RUN_DIR
 
 if TYPE_CHECKING:
     from todoflow.runtime.agents.base import Agent
+    from todoflow.runtime.agents.preflight import Preflight
     from todoflow.runtime.agents.spec import AgentSpec
     from todoflow.runtime.agents.tracing import LiveTrace
+    from todoflow.runtime.definition import RunDefinition
     from todoflow.runtime.engine import Engine
     from todoflow.runtime.llm_choice import LlmChoices
-    from todoflow.runtime.plan import RunPlan
+    from todoflow.runtime.plan import RunPlan, Task
     from todoflow.runtime.store.base import Runs
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_RESUMABLE = 0, 1, 2, 3
@@ -39,7 +41,7 @@ STORE = "TODOFLOW_STORE"  # the store location when neither --store nor --run-di
 
 def add_parsers(commands: Any) -> None:
     """The verbs over runs, on the CLI's subcommand parser."""
-    verbs = [_run_parser(commands), _serve_parser(commands), *_view_parsers(commands)]
+    verbs = [_run_parser(commands), _plan_parser(commands), _serve_parser(commands), *_view_parsers(commands)]
     for verb in verbs:
         verb.add_argument(
             "--store", metavar="URL", help=f"runs in a PostgreSQL database, postgresql://… (or ${STORE})"
@@ -54,22 +56,33 @@ def add_parsers(commands: Any) -> None:
     db.add_argument("--run-dir", metavar="DIR", help=f"the run folders' folder (default {RUN_DIR})")
 
 
+def _run_options(verb: argparse.ArgumentParser) -> None:
+    """The options `run` starts a run with, which `plan` takes too."""
+    verb.add_argument(
+        "--agent",
+        metavar="AGENT",
+        help="`human` (default), `scripted:REPLIES.yaml` or `llm`; a resumed run keeps its own unless given",
+    )
+    verb.add_argument("--tasks", metavar="TASKS.json", help="a ready checklist for the first todo_task step")
+    verb.add_argument("--run-dir", metavar="DIR", help=f"where runs live (default {RUN_DIR})")
+    verb.add_argument("--workspace", default=".", metavar="DIR", help="where steps read and write files")
+    verb.add_argument("--learnings", metavar="DIR", help="the learnings folder (default: beside the source)")
+    verb.add_argument("--llm", metavar="PROVIDER:MODEL", help="the runtime default model (or $TODOFLOW_LLM)")
+    verb.add_argument(
+        "--preset-llm", metavar="PROVIDER:MODEL", help="the preset's model (or $TODOFLOW_PRESET_LLM)"
+    )
+    verb.add_argument(
+        "--fast-path-only",
+        action="store_true",
+        help="learn_code: a missing or failing main.py is an error, with no fallback to the orchestrator",
+    )
+    verb.add_argument("--show-prompts", action="store_true", help="print each directive's rendered prompt")
+
+
 def _run_parser(commands: Any) -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a workflow, or resume a run")
     run.add_argument("file", nargs="?", metavar="FILE", help="the workflow to run")
-    run.add_argument(
-        "--agent",
-        metavar="AGENT",
-        help="`human` (default) or `scripted:REPLIES.yaml`; a resumed run keeps its own unless given",
-    )
-    run.add_argument("--tasks", metavar="TASKS.json", help="a ready checklist for the first todo_task step")
-    run.add_argument("--run-dir", metavar="DIR", help=f"where runs live (default {RUN_DIR})")
-    run.add_argument("--workspace", default=".", metavar="DIR", help="where steps read and write files")
-    run.add_argument("--learnings", metavar="DIR", help="the learnings folder (default: beside the source)")
-    run.add_argument("--llm", metavar="PROVIDER:MODEL", help="the runtime default model (or $TODOFLOW_LLM)")
-    run.add_argument(
-        "--preset-llm", metavar="PROVIDER:MODEL", help="the preset's model (or $TODOFLOW_PRESET_LLM)"
-    )
+    _run_options(run)
     run.add_argument("--resume", metavar="PROCESS_ID", help="continue a stopped or killed run")
     run.add_argument(
         "--accept-changed-definition",
@@ -80,12 +93,6 @@ def _run_parser(commands: Any) -> argparse.ArgumentParser:
         "--max-turns", type=int, metavar="N", help="with --resume: raise the current step's bound on turns"
     )
     run.add_argument(
-        "--fast-path-only",
-        action="store_true",
-        help="learn_code: a missing or failing main.py is an error, with no fallback to the orchestrator",
-    )
-    run.add_argument("--show-prompts", action="store_true", help="print each directive's rendered prompt")
-    run.add_argument(
         "--trace",
         choices=["otlp"],
         help="export the run's spans over OTLP/HTTP as they end (so does $OTEL_EXPORTER_OTLP_ENDPOINT)",
@@ -94,6 +101,20 @@ def _run_parser(commands: Any) -> argparse.ArgumentParser:
         "--trace-content", action="store_true", help="with tracing: the prompts and replies in the spans too"
     )
     return run  # type: ignore[no-any-return]
+
+
+def _plan_parser(commands: Any) -> argparse.ArgumentParser:
+    plan = commands.add_parser(
+        "plan", help="what `run` with the same options would do, step by step; creates nothing"
+    )
+    plan.add_argument("file", metavar="FILE", help="the workflow")
+    _run_options(plan)
+    plan.add_argument("--allow-shell", action="store_true", help="offer the agents `run_command`")
+    plan.add_argument(
+        "--check-mcp", action="store_true", help="start the MCP servers and list their tools (then stop them)"
+    )
+    plan.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+    return plan  # type: ignore[no-any-return]
 
 
 def _serve_parser(commands: Any) -> argparse.ArgumentParser:
@@ -172,41 +193,119 @@ def run(args: argparse.Namespace) -> int:
 
 def _start(args: argparse.Namespace, spec: AgentSpec) -> int:
     from todoflow.runtime import process
-    from todoflow.runtime.definition import read_definition, ready_checklists
-    from todoflow.runtime.llm_choice import choices_from
+    from todoflow.runtime.agents.preflight import PreflightError
     from todoflow.runtime.store.base import runs_at
 
-    reading = read_definition(Path(args.file), display_name(args.file))
-    sys.stderr.write(render_all(reading.diagnostics, reading.sources))
-    if reading.definition is None:
+    prepared = _prepare(args, notes=True)
+    if prepared is None:
         return EXIT_ERRORS
-    definition = reading.definition
-    ready = None
-    if args.tasks:
-        tasks = Path(args.tasks)
-        ready, notes = ready_checklists(definition, _read_json(tasks), tasks.name)
-        for step_id, note in notes:
-            print(f"note: step `{step_id}`: {note}", file=sys.stderr)
-    llms = choices_from(args.preset_llm, args.llm)
-    folder = Path(definition.source).parent
-    if spec.kind == "llm":  # the models of the options, the environment, then the configuration
-        from todoflow.runtime.agents.llm_config import load_config
-
-        llms = load_config(folder, args.llm, args.preset_llm).choices
-    agent = _agent(spec, definition.plan, llms, Path(args.workspace), folder)  # before anything is made
+    definition, ready, notes, _ = prepared
+    for step_id, note in notes:
+        print(f"note: step `{step_id}`: {note}", file=sys.stderr)
+    checked = _preflight(args, spec, definition)  # before anything is made
+    if checked.problems:
+        raise PreflightError(checked.problems)
+    assert checked.agent is not None
     runs = runs_at(where(args))
     engine = process.start(
         definition,
         runs,
         workspace=Path(args.workspace),
-        ready=ready,
+        ready=ready or None,
         learnings=Path(args.learnings) if args.learnings else None,
-        llms=llms,
+        llms=checked.llms,
         agent=str(spec),
         fast_path_only=args.fast_path_only,
     )
     print(f"started {engine.process_id} ({_shown(where(args), engine.process_id)})", file=sys.stderr)
-    return _drive(args, runs, engine, agent)
+    return _drive(args, runs, engine, checked.agent)
+
+
+class Prepared(NamedTuple):
+    """What `run` and `plan` read before anything else: the definition, the `--tasks`
+    checklists, a (step id, note) for each of their moved tasks and each checklist that
+    replaces a step's own, and the source's own moved tasks by step."""
+
+    definition: RunDefinition
+    ready: dict[str, tuple[Task, ...]]
+    notes: list[tuple[str, str]]
+    moved: tuple[tuple[str, str], ...]
+
+
+def _prepare(args: argparse.Namespace, notes: bool) -> Prepared | None:
+    """The definition (None: it has errors, printed) and the `--tasks` checklists. The
+    source's diagnostics go to stderr (its notes only if `notes`)."""
+    from todoflow.runtime.definition import read_definition, ready_checklists
+
+    reading = read_definition(Path(args.file), display_name(args.file))
+    shown = [d for d in reading.diagnostics if notes or d.severity != "note"]
+    sys.stderr.write(render_all(shown, reading.sources))
+    if reading.definition is None:
+        return None
+    if not args.tasks:
+        return Prepared(reading.definition, {}, [], reading.moved)
+    tasks = Path(args.tasks)
+    ready, moved = ready_checklists(reading.definition, _read_json(tasks), tasks.name)
+    return Prepared(reading.definition, ready, moved, reading.moved)
+
+
+def _preflight(args: argparse.Namespace, spec: AgentSpec, definition: RunDefinition) -> Preflight:
+    """The checks `run` makes before it creates anything (`plan` lists them)."""
+    from todoflow.runtime.agents.preflight import preflight
+
+    return preflight(
+        spec,
+        definition.plan,
+        workspace=Path(args.workspace),
+        config=Path(definition.source).parent,
+        llm=args.llm,
+        preset_llm=args.preset_llm,
+        terminal=(sys.stdin, sys.stdout),
+    )
+
+
+def plan(args: argparse.Namespace) -> int:
+    """`todoflow plan FLOW [run options]`: exit 0 when `run` would start, 1 when a
+    pre-flight check (or the source) says it would not; nothing is created."""
+    from todoflow.runtime.agents.dry_run import Setting, dry_run, text
+    from todoflow.runtime.agents.preflight import mcp_tools
+    from todoflow.runtime.agents.spec import AgentError, AgentSpec
+    from todoflow.runtime.plan import with_ready_tasks
+    from todoflow.runtime.process import default_learnings
+
+    try:
+        spec = AgentSpec.parse(args.agent or "human")
+    except AgentError as error:
+        print(f"todoflow: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    prepared = _prepare(args, notes=False)  # the plan shows the notes: the tasks moved
+    if prepared is None:
+        return EXIT_ERRORS
+    definition, ready, notes, moved = prepared
+    checked = _preflight(args, spec, definition)
+    problems, mcp = list(checked.problems), None
+    if args.check_mcp:
+        mcp, failed = mcp_tools(Path(definition.source).parent)
+        problems += failed
+    workspace = Path(args.workspace)
+    setting = Setting(
+        args.agent or "human",
+        workspace,
+        _store_shown(where(args)),
+        Path(args.learnings) if args.learnings else _relative(default_learnings(definition, workspace)),
+        checked.llms,
+        args.allow_shell,
+        mcp,
+        args.show_prompts,
+        args.fast_path_only,
+        frozenset(ready),
+    )
+    moves: dict[str, list[str]] = {}
+    for step_id, note in [*((s, n) for s, n in moved if s not in ready), *notes]:
+        moves.setdefault(step_id, []).append(note)
+    found = dry_run(definition, args.file, with_ready_tasks(definition.plan, ready), setting, moves, problems)
+    sys.stdout.write(found.to_json() if args.format == "json" else text(found))
+    return EXIT_OK if found.ready else EXIT_ERRORS
 
 
 def _resume(args: argparse.Namespace, given: AgentSpec | None) -> int:
@@ -533,6 +632,24 @@ def _shown(location: Path | str, process_id: str) -> str:
     from todoflow.runtime.store.base import runs_at
 
     return f"in {runs_at(location).location}"
+
+
+def _relative(path: Path) -> Path:
+    """`path` from the working folder when it is below it (as a person would type it)."""
+    return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+
+
+def _store_shown(location: Path | str) -> str:
+    """Where runs would be created, as `plan` says it (a database without its password)."""
+    if isinstance(location, Path):
+        return f"run folders in {location}"
+    from todoflow.runtime.store.base import scheme
+
+    if scheme(location) != "postgresql":
+        return location
+    from todoflow.runtime.store.postgres import shown
+
+    return shown(location)
 
 
 def _follow(runs: Runs, process_id: str) -> int:

@@ -99,7 +99,7 @@ def test_option_values(project: Path) -> None:
     assert bash(project, "run", "--agent", "scripted:rep") == ["scripted:replies.yaml"]
     assert bash(project, "run", "--agent", "scripted", ":", "rep") == ["replies.yaml"]
     assert sorted(bash(project, "compile", "flows/release.todoflow", "-o", "")) == FOLDERS
-    assert bash(project, "schema", "") == ["plan", "step-config", "todos", "diff", "replay"]
+    assert bash(project, "schema", "") == ["plan", "step-config", "todos", "diff", "replay", "dry-run"]
     assert bash(project, "learnings", "") == ["list", "show", "retire"]
     assert bash(project, "completion", "") == ["bash", "zsh", "fish"]
 

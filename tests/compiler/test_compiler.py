@@ -103,7 +103,7 @@ def test_todos_schema_accepts_the_seed_example() -> None:
         "summary": {"total": 1, "completed": 1, "in_progress": 0, "open": 0},
     }
     jsonschema.validate(todos, json.loads(schema("todos")))
-    assert set(SCHEMAS) == {"plan", "step-config", "todos", "diff", "replay"}
+    assert set(SCHEMAS) == {"plan", "step-config", "todos", "diff", "replay", "dry-run"}
 
 
 def test_empty_optional_fields_are_omitted_never_null() -> None:

@@ -10,6 +10,7 @@ _ = object()
 _.model_config  # every BaseModel's configuration
 _.assigned_agent, _.in_progress, _.objective  # compiler/formats.py: fields of the seed's todos.json
 _.teleportTo, _.next_action, _.completion_reason  # runtime/replies.py: reply fields, discriminators
+_.eligible  # compiler/formats.py: a field of `todoflow plan`'s JSON (DryRunLearnCode)
 # mcp SDK: the argument model and the tool's published schema it reads
 _.model_dump_one_level
 _.arg_model

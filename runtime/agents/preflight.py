@@ -1,0 +1,109 @@
+"""Pre-flight: what `todoflow run` checks before it creates anything, and `todoflow plan`
+lists — one function for both, so a plan that passes is a run that starts.
+
+The checks: the workspace is a folder; the run's models are read (the options, the
+environment, then the workflow's todoflow.toml for `--agent llm`); the agent can be made
+— a replies file that reads and parses, a model for every agent of every step whose
+provider is known and whose key is in the environment. Each failure is a `Problem`
+naming its check; `PreflightError` says them all at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, TextIO
+
+from todoflow.dsl.diagnostics import TodoflowError
+from todoflow.dsl.nodes import node
+
+from ..llm_choice import LlmChoices, choices_from
+from ..plan import RunPlan
+from .base import Agent
+from .spec import AgentSpec, make_agent
+
+Check = Literal["workspace", "models", "agent", "replies", "mcp"]
+
+
+@node
+class Problem:
+    check: Check
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.check}: {self.message}"
+
+
+@node
+class Preflight:
+    """The models the run would use, its agent (None when a problem forbids making it),
+    and every problem found."""
+
+    llms: LlmChoices
+    agent: Agent | None
+    problems: tuple[Problem, ...]
+
+
+class PreflightError(TodoflowError):
+    """Problems that stop a run before anything is created."""
+
+    def __init__(self, problems: tuple[Problem, ...]) -> None:
+        self.problems = problems
+        lines = "\n  ".join(str(p).replace("\n", "\n  ") for p in problems)
+        super().__init__(f"the run cannot start (nothing was created):\n  {lines}")
+
+
+def preflight(
+    spec: AgentSpec,
+    plan: RunPlan,
+    *,
+    workspace: Path,
+    config: Path,
+    llm: str | None,
+    preset_llm: str | None,
+    terminal: tuple[TextIO, TextIO],
+) -> Preflight:
+    """The checks `run` makes before it creates a run (`config`: the folder the workflow's
+    configuration is found from); nothing is written, no process started, no model called."""
+    problems = []
+    if not workspace.is_dir():
+        shown = "is not a folder" if workspace.exists() else "does not exist"
+        problems.append(Problem("workspace", f"the workspace {workspace} {shown}"))
+    try:
+        llms = _models(spec, config, llm, preset_llm)
+    except TodoflowError as error:
+        return Preflight(LlmChoices(), None, (*problems, Problem("models", error.render())))
+    try:
+        made = make_agent(spec, plan, llms, workspace=workspace, config=config, terminal=terminal)
+    except TodoflowError as error:
+        return Preflight(llms, None, (*problems, Problem(_check(error), error.render())))
+    return Preflight(llms, made, tuple(problems))
+
+
+def _models(spec: AgentSpec, config: Path, llm: str | None, preset_llm: str | None) -> LlmChoices:
+    """The run's preset and default models: the options, then the environment, and for the
+    LLM agent the workflow's configuration too."""
+    if spec.kind != "llm":
+        return choices_from(preset_llm, llm)
+    from .llm_config import load_config
+
+    return load_config(config, llm, preset_llm).choices
+
+
+def _check(error: TodoflowError) -> Check:
+    from .llm_config import LlmConfigError
+    from .scripted import ScriptError
+
+    if isinstance(error, ScriptError):
+        return "replies"
+    return "models" if isinstance(error, LlmConfigError) else "agent"
+
+
+def mcp_tools(config: Path) -> tuple[tuple[str, ...], tuple[Problem, ...]]:
+    """`--check-mcp`: the tools of the MCP servers the workflow's configuration (found from
+    `config`) names, each server started, listed and stopped, its tools named
+    `mcp__<server>__<tool>`; a server that does not start or list is a problem (`mcp`).
+
+    The seam for the agents' MCP client (`[mcp.servers.*]`, a `Toolset` of its own): until
+    this build has one, no server is configured for agents, so there is nothing to list."""
+    del config  # read by the MCP client once it is here
+    return (), ()

@@ -328,7 +328,7 @@ def _endpoint(engine: Engine, step: RunStep, token: str, sub_agent: SubAgent, ga
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
+            except ConnectionError:  # a broken pipe, a reset
                 self.close_connection = True  # the client went away: nobody to answer
 
         def answer(self) -> tuple[int, dict[str, Any]]:

@@ -469,3 +469,19 @@ def test_a_client_that_hangs_up_on_the_endpoint_leaves_no_traceback(
     engine.close()
     err = capfd.readouterr().err
     assert "Traceback" not in err and "Exception occurred during processing" not in err
+
+
+def test_a_fast_path_only_run_killed_between_its_intake_and_its_script_runs_the_script_when_resumed(
+    tmp_path: Path,
+) -> None:
+    engine, workspace = _run(tmp_path, MAIN.read_text(), only=True)
+    intake = engine.directive()
+    tasks = [{"action": t.action, "expected_result": t.expected_result} for t in intake.ready_tasks or ()]
+    engine.step(intake.attempt_id, {"tasks": tasks, "progress_checklist_outcome": "ready"}, "caller")
+    engine.close()  # the runner stops here: the intake passed on, no script started
+    engine, _ = process.open_process(tmp_path / "runs", "p-1")
+    out = io.StringIO()
+    assert drive(engine, ScriptedAgent(_answers(), workspace), out, fast_path_only=True) == "complete"
+    engine.close()
+    types = [e["type"] for e in read_journal(tmp_path / "runs" / "p-1")]
+    assert types[:2] == ["submit_tasks", "fast_path_started"] and "fast_path_failed" not in types

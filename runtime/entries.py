@@ -230,7 +230,8 @@ class LlmCall:
 
 @node
 class FastPathStarted:
-    """learn_code: the step's `main.py` (its sha256) started, before any model is asked."""
+    """learn_code: the step's `main.py` (its sha256) started, before any model is asked, by
+    `runner` (host and process id) in the process group `group`."""
 
     TYPE: ClassVar[str] = "fast_path_started"
     seq: int

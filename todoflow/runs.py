@@ -501,17 +501,43 @@ def note_gaps(runs: Runs, engine: Engine, args: argparse.Namespace) -> None:
     full disk since its last writer): what the reader shows comes from the journal. A
     run some program drives is left alone: its driver brings them up to date."""
     if not runs.driven(engine.process_id):
-        _note_gaps(engine.process_id, engine.gaps(), args)
+        _note_gaps(engine.process_id, engine.gaps(), _location_options(args))
 
 
-def _note_gaps(process_id: str, gaps: Sequence[str], args: argparse.Namespace) -> None:
+FROM_JOURNAL = "what is shown is read from the journal"
+
+
+def _note_gaps(process_id: str, gaps: Sequence[str], options: list[str], shown: str = FROM_JOURNAL) -> None:
+    """The note of a run whose derived files lack what `gaps` says, and how to rebuild them."""
     if gaps:
-        command = shlex.join(["todoflow", "run", "--resume", process_id, *_location_options(args)])
+        command = shlex.join(["todoflow", "run", "--resume", process_id, *options])
         print(
             f"note: run {process_id}: its files derived from the journal are behind it "
-            f"({'; '.join(gaps)}); what is shown is read from the journal; `{command}` rebuilds them",
+            f"({'; '.join(gaps)}); {shown}; `{command}` rebuilds them",
             file=sys.stderr,
         )
+
+
+def _note_unlearned(folder: Path) -> None:
+    """`learnings list` of a folder: the runs of the run folders here that record into it
+    and whose derived files (its learnings among them) are behind their journal, said on
+    stderr — a crash or a full disk can keep a record from the folder, never from the journal."""
+    from todoflow.dsl.diagnostics import TodoflowError
+    from todoflow.runtime import process
+    from todoflow.runtime.store.base import runs_at
+
+    runs, root = runs_at(Path(RUN_DIR)), folder.resolve()
+    for process_id, meta in runs.metas():
+        if isinstance(meta, TodoflowError) or not meta.learnings or Path(meta.learnings) != root:
+            continue
+        if runs.driven(process_id):
+            continue
+        try:
+            with process.open_process(runs, process_id)[0] as engine:
+                gaps = engine.gaps()
+        except TodoflowError:
+            continue  # a damaged run: `status` says what is wrong with it
+        _note_gaps(process_id, gaps, [], "the list above lacks what they lack")
 
 
 def report(args: argparse.Namespace) -> int:
@@ -520,7 +546,7 @@ def report(args: argparse.Namespace) -> int:
     from todoflow.runtime.views.report_html import render
 
     data = read_run(where(args), args.process_id)
-    _note_gaps(data.meta.process_id, data.gaps, args)
+    _note_gaps(data.meta.process_id, data.gaps, _location_options(args))
     page = render(run_report(data))
     if args.output == "-":
         sys.stdout.write(page)
@@ -557,6 +583,8 @@ def learnings(args: argparse.Namespace) -> int:
             print(
                 f"{record.id}  {record.status:<7} {record.sub_step_id:<16} {record.at}  {record.todo_title}"
             )
+        if not store:
+            _note_unlearned(Path(place))
         return EXIT_OK
     if not args.id:
         print(f"todoflow: error: `learnings {args.action}` needs a learning's id", file=sys.stderr)

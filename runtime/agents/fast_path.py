@@ -87,6 +87,8 @@ def due(engine: Engine, directive: Directive, fast_path_only: bool) -> tuple[Run
             )
         interrupted(engine, step)
         directive = engine.directive()
+    if fast_path_only and directive.state.fast_path is None and directive.node != "intake":
+        return step, directive  # its intake passed on, its script never started: a runner killed between
     if (directive.state.fast_path == "failed" and not fast_path_only) or directive.node != "intake":
         return None, directive
     if directive.state.fast_path == "failed" and script_of(engine, step) is None:  # nothing new to try
@@ -330,7 +332,7 @@ def _endpoint(engine: Engine, step: RunStep, token: str, sub_agent: SubAgent, ga
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
+            except ConnectionError:  # a broken pipe, a reset
                 self.close_connection = True  # the client went away: nobody to answer
 
         def answer(self) -> tuple[int, dict[str, Any]]:

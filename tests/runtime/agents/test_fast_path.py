@@ -442,3 +442,46 @@ def _runs(tmp_path: Path) -> list[str]:
 def _journaled(runs: Path, kind: str) -> bool:
     """Whether a run under `runs` has journaled an entry of `kind`."""
     return any(f'"type":"{kind}"'.encode() in p.read_bytes() for p in runs.glob("*/journal.jsonl"))
+
+
+HANGS_UP = textwrap.dedent(
+    """\
+    import os, socket, struct, time, urllib.parse
+    url = urllib.parse.urlparse(os.environ["MCP_API_URL"])
+    client = socket.create_connection((url.hostname, url.port))
+    head = (
+        "POST /tools/custom/call_sub_agent HTTP/1.1\\r\\nHost: here\\r\\n"
+        f"Authorization: Bearer {os.environ['MCP_API_TOKEN']}\\r\\nContent-Length: 100\\r\\n\\r\\n"
+    )
+    client.sendall(head.encode())
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    client.close()  # a reset, its body never sent: the endpoint cannot answer it
+    time.sleep(0.5)
+    """
+)
+
+
+def test_a_client_that_hangs_up_on_the_endpoint_leaves_no_traceback(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    engine, workspace = _run(tmp_path, HANGS_UP + MAIN.read_text().split('"""', 2)[2])
+    assert drive(engine, ScriptedAgent(_answers(), workspace), io.StringIO()) == "complete"
+    engine.close()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Exception occurred during processing" not in err
+
+
+def test_a_fast_path_only_run_killed_between_its_intake_and_its_script_runs_the_script_when_resumed(
+    tmp_path: Path,
+) -> None:
+    engine, workspace = _run(tmp_path, MAIN.read_text(), only=True)
+    intake = engine.directive()
+    tasks = [{"action": t.action, "expected_result": t.expected_result} for t in intake.ready_tasks or ()]
+    engine.step(intake.attempt_id, {"tasks": tasks, "progress_checklist_outcome": "ready"}, "caller")
+    engine.close()  # the runner stops here: the intake passed on, no script started
+    engine, _ = process.open_process(tmp_path / "runs", "p-1")
+    out = io.StringIO()
+    assert drive(engine, ScriptedAgent(_answers(), workspace), out, fast_path_only=True) == "complete"
+    engine.close()
+    types = [e["type"] for e in read_journal(tmp_path / "runs" / "p-1")]
+    assert types[:2] == ["submit_tasks", "fast_path_started"] and "fast_path_failed" not in types

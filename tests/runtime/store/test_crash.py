@@ -249,3 +249,58 @@ def test_a_run_that_fills_the_disk_says_what_it_lacks_and_is_made_whole_when_res
         assert "its files derived from the journal are behind it" in said, point
         assert after == [], f"disk full at operation {point}"
         assert result == reference, f"disk full at operation {point}"
+
+
+FAST_PATH = (
+    ROOT / "examples" / "fast-path.todoflow",
+    ROOT / "examples" / "learnings" / "convert-all" / "main.py",
+)
+CONVERTED = "replies:\n" + (  # the sub-agent's answer to any delegation, however many attempts
+    '  - {files: {converted.log: "done\\n"}, evidence: "converted", progress_execution_outcome: "ok"}\n' * 12
+)
+
+
+def _scripts_of(folder: Path) -> list[int]:
+    """The processes running a script of `folder`'s learnings."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            command = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(folder / "learnings").encode() in command:
+            found.append(int(proc.name))
+    return found
+
+
+def _learn_code_killed(base: Path, case: tuple[int, str]) -> tuple[str, list[str], list[int]]:
+    """A fast_path_only learn_code run killed at a store operation (its script left
+    running), then resumed to the end: the verifier's finding and the scripts still running."""
+    folder = base / f"fast-{case[0]}-{case[1]}"
+    _setup(folder, (FAST_PATH[0].read_text(), CONVERTED))
+    (folder / "learnings" / "convert-all").mkdir(parents=True)
+    (folder / "learnings" / "convert-all" / "main.py").write_text(FAST_PATH[1].read_text())
+    agent = ("--agent", "scripted:replies.yaml", "--fast-path-only")
+    ran = _cli(folder, "run", "flow.todoflow", *agent, crash=case)
+    status = "finished" if ran.returncode == 0 else "crashed"
+    if status == "crashed":
+        assert ran.returncode == -9, ran.stderr
+        (run,) = (folder / ".todoflow" / "runs").iterdir()
+        resumed = _cli(folder, "run", "--resume", run.name, *agent)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    return status, _verified(folder), _scripts_of(folder)
+
+
+def test_learn_code_runs_killed_at_any_point_leave_no_script_and_derived_files_that_match(
+    tmp_path: Path,
+) -> None:
+    """Issue 21 items 3 and 4: a learn_code run killed at a store operation while its
+    script runs, then resumed: the resume kills what is left of the script's group, tries
+    the script afresh, and the completed run's derived files match its journal."""
+    cases = [(point, mode) for point in range(1, 16, 2) for mode in ("partial", "after")]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = list(pool.map(lambda case: (case, _learn_code_killed(tmp_path, case)), cases))
+    assert sum(status == "crashed" for _, (status, _, _) in outcomes) >= len(cases) // 2
+    for case, (_, gaps, scripts) in outcomes:
+        assert gaps == [], f"killed at {case}"
+        assert scripts == [], f"killed at {case}: a script outlived its attempt"

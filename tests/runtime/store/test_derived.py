@@ -53,6 +53,9 @@ def test_the_verifier_finds_what_derived_files_lack_and_the_readers_say_so_writi
         assert shown.returncode == 0, shown.stderr
         assert f"note: run {run.name}: its files derived from the journal are behind it" in shown.stderr
         assert "`todoflow run --resume " in shown.stderr
+    listed = run_cli("learnings", "list", cwd=tmp_path)
+    assert f"note: run {run.name}: its files derived from the journal are behind it" in listed.stderr
+    assert "1 of the run's 2 learnings are missing" in listed.stderr
     page = run_cli("report", run.name, "-o", "-", cwd=tmp_path).stdout
     assert "Learnings (1)" in page and "The journal proves learnings the folder does not hold" in page
     assert folder_digest(run) == before  # reading wrote nothing

@@ -104,6 +104,7 @@ def _serve_parser(commands: Any) -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--workspace",
+        default=".",
         metavar="DIR",
         help="where runs' steps read and write files (default: the working folder)",
     )
@@ -463,8 +464,8 @@ def serve(args: argparse.Namespace) -> int:
     location = where(args)
     if learnings is not None and isinstance(location, str):
         raise UnreadableError("--learnings names a folder; with --store the learnings live in the database")
-    workspace = Path(args.workspace) if args.workspace else None
-    if workspace is not None and not workspace.is_dir():
+    workspace = Path(args.workspace)
+    if not workspace.is_dir():
         print(f"todoflow: error: the workspace {workspace} is not a folder", file=sys.stderr)
         return EXIT_USAGE
     serve_mcp([Path(f) for f in args.folders], location, learnings, workspace)

@@ -18,7 +18,7 @@ import copy
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -181,11 +181,17 @@ def start_schema() -> dict[str, Any]:
     }
 
 
-def _tools(
-    service: TodoService,
-) -> list[tuple[str, str, dict[str, Any], Callable[[dict[str, Any]], dict[str, Any]]]]:
-    """(name, description, input schema, handler of the arguments as sent)."""
+class ToolDef(NamedTuple):
+    """One MCP tool: its name, description, input schema and the handler of its arguments
+    as sent."""
 
+    name: str
+    description: str
+    schema: dict[str, Any]
+    handler: Handler
+
+
+def start_tool(service: TodoService) -> ToolDef:
     def start(a: dict[str, Any]) -> dict[str, Any]:
         _known(a, start_schema())
         if a.get("action") == "prepare":
@@ -201,101 +207,115 @@ def _tools(
             return service.execute(a.get("startAttemptId"))
         raise ServeError("action must be `prepare` or `execute`")
 
+    description = "Start a workflow: `prepare` it (returns a startAttemptId), then `execute` it once."
+    return ToolDef("start", description, start_schema(), start)
+
+
+STEP = (
+    "Apply one reply to the current node of a process. "
+    "intake: `tasks` + `progress_checklist_outcome`. "
+    "work: `evidence` + `progress_execution_outcome` after doing and checking the task yourself; "
+    "or, as the orchestrator of a todo_task step, a decision (`next_action`: delegate to a route or the "
+    "generic agent with complete instructions, or continue); or `teleportTo: teleport-revise-tasks` when "
+    "the checklist is wrong. "
+    "delegated (the sub-agent's turn): `evidence` + `progress_execution_outcome`, or `failed`. "
+    "revise: `tasks`, `resume_from_task`, `progress_checklist_outcome`, `progress_execution_outcome`. "
+    "Returns the next directive, or {completed: true, result: {}}."
+)
+
+
+def step_tool(service: TodoService) -> ToolDef:
     def step(a: dict[str, Any]) -> dict[str, Any]:
         reply = {k: v for k, v in a.items() if k not in PROCESS and v is not None}
         return service.step(a.get("processId"), a.get("attemptId"), reply)
 
-    def todo_tool(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
-        def call(a: dict[str, Any]) -> dict[str, Any]:
-            arguments = {k: v for k, v in a.items() if k not in PROCESS}
-            return service.step(a.get("processId"), a.get("attemptId"), {name: arguments})
+    return ToolDef("step", STEP, step_schema(), step)
 
-        return call
+
+TODO_TOOLS: list[tuple[str, type[BaseModel], str]] = [
+    (
+        "create_todo",
+        CreateTodoReply,
+        "Append a todo at the end of the current checklist (positions stay as they are).",
+    ),
+    (
+        "update_todo",
+        UpdateTodoReply,
+        "Set a todo's status (in_progress or blocked) and notes. "
+        "A delegated sub-agent may update only its own todo.",
+    ),
+    (
+        "complete_todo",
+        CompleteTodoReply,
+        "Confirm the current todo with evidence (`result` is the outcome shown). A delegated sub-agent "
+        "completes its own todo this way; a route's answer is prevalidated first.",
+    ),
+]
+
+
+def todo_tool(service: TodoService, name: str, model: type[BaseModel], description: str) -> ToolDef:
+    """A todo tool that writes: one journaled step, `{name: arguments}` as the reply."""
+
+    def call(a: dict[str, Any]) -> dict[str, Any]:
+        arguments = {k: v for k, v in a.items() if k not in PROCESS}
+        return service.step(a.get("processId"), a.get("attemptId"), {name: arguments})
+
+    return ToolDef(name, description, tool_schema(model), call)
+
+
+def list_todos_tool(service: TodoService) -> ToolDef:
+    schema = tool_schema(None, process_only=True)
 
     def list_todos(a: dict[str, Any]) -> dict[str, Any]:
-        _known(a, tool_schema(None, process_only=True))
+        _known(a, schema)
         return service.todos(a.get("processId"))
 
+    return ToolDef("list_todos", "The current step's todos, in the todos.json format.", schema, list_todos)
+
+
+def get_todo_tool(service: TodoService) -> ToolDef:
+    schema = tool_schema(None, process_only=True)
+    schema["properties"]["todo_id"] = {
+        "type": "string",
+        "pattern": "^todo_[1-9][0-9]{0,2}$",
+        "description": "The todo, `todo_<N>`.",
+    }
+    schema["required"].append("todo_id")
+
     def get_todo(a: dict[str, Any]) -> dict[str, Any]:
-        _known(a, {"properties": {"processId": 1, "todo_id": 1}})
+        _known(a, schema)
         return service.todos(a.get("processId"), a.get("todo_id") or "")
 
-    def status(a: dict[str, Any]) -> dict[str, Any]:
-        _known(a, {"properties": {"processId": 1}})
-        return service.status(a.get("processId"))
+    return ToolDef("get_todo", "One todo of the current step, in the todos.json format.", schema, get_todo)
 
-    todo_id = {
-        "todo_id": {
-            "type": "string",
-            "pattern": "^todo_[1-9][0-9]{0,2}$",
-            "description": "The todo, `todo_<N>`.",
-        }
-    }
-    get_schema = tool_schema(None, process_only=True)
-    get_schema["properties"] |= todo_id
-    get_schema["required"].append("todo_id")
-    status_schema = {
+
+def status_tool(service: TodoService) -> ToolDef:
+    schema = {
         "type": "object",
         "properties": {
             "processId": {**PROCESS["processId"], "description": "A process id; omit to list runs."}
         },
         "additionalProperties": False,
     }
+
+    def status(a: dict[str, Any]) -> dict[str, Any]:
+        _known(a, schema)
+        return service.status(a.get("processId"))
+
+    description = "The run card of a process (Checklist -> Prepare -> Work), or every run."
+    return ToolDef("status", description, schema, status)
+
+
+def tools(service: TodoService) -> list[ToolDef]:
+    """Every tool the server offers, in the order a client lists them."""
+    todo_tools = [todo_tool(service, *spec) for spec in TODO_TOOLS]
     return [
-        (
-            "start",
-            "Start a workflow: `prepare` it (returns a startAttemptId), then `execute` it once.",
-            start_schema(),
-            start,
-        ),
-        (
-            "step",
-            "Apply one reply to the current node of a process. "
-            "intake: `tasks` + `progress_checklist_outcome`. "
-            "work: `evidence` + `progress_execution_outcome` after doing and checking the task yourself; "
-            "or, as the orchestrator of a todo_task step, a decision "
-            "(`next_action`: delegate to a route or the generic "
-            "agent with complete instructions, or continue); or `teleportTo: teleport-revise-tasks` when the "
-            "checklist is wrong. "
-            "delegated (the sub-agent's turn): `evidence` + `progress_execution_outcome`, "
-            "or `failed`. revise: `tasks`, `resume_from_task`, `progress_checklist_outcome`, "
-            "`progress_execution_outcome`. Returns the next directive, or {completed: true, result: {}}.",
-            step_schema(),
-            step,
-        ),
-        (
-            "create_todo",
-            "Append a todo at the end of the current checklist (positions stay as they are).",
-            tool_schema(CreateTodoReply),
-            todo_tool("create_todo"),
-        ),
-        (
-            "update_todo",
-            "Set a todo's status (in_progress or blocked) and notes. "
-            "A delegated sub-agent may update only its own todo.",
-            tool_schema(UpdateTodoReply),
-            todo_tool("update_todo"),
-        ),
-        (
-            "complete_todo",
-            "Confirm the current todo with evidence (`result` is the outcome shown). A delegated sub-agent "
-            "completes its own todo this way; a route's answer is prevalidated first.",
-            tool_schema(CompleteTodoReply),
-            todo_tool("complete_todo"),
-        ),
-        (
-            "list_todos",
-            "The current step's todos, in the todos.json format.",
-            tool_schema(None, process_only=True),
-            list_todos,
-        ),
-        ("get_todo", "One todo of the current step, in the todos.json format.", get_schema, get_todo),
-        (
-            "status",
-            "The run card of a process (Checklist -> Prepare -> Work), or every run.",
-            status_schema,
-            status,
-        ),
+        start_tool(service),
+        step_tool(service),
+        *todo_tools,
+        list_todos_tool(service),
+        get_todo_tool(service),
+        status_tool(service),
     ]
 
 
@@ -336,8 +356,7 @@ def build_server(service: TodoService) -> Any:
         made.parameters = schema
         return made
 
-    tools = [tool(*spec) for spec in _tools(service)]
-    return MCPServer("todoflow", instructions=INSTRUCTIONS, tools=tools)
+    return MCPServer("todoflow", instructions=INSTRUCTIONS, tools=[tool(*spec) for spec in tools(service)])
 
 
 def _json_strings(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -354,9 +373,7 @@ def _json_strings(arguments: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def serve(
-    folders: list[Path], where: Path | str, learnings: Path | None = None, workspace: Path | None = None
-) -> None:
+def serve(folders: list[Path], where: Path | str, learnings: Path | None, workspace: Path) -> None:
     """Serve over stdio; runs live at `where`, a run folder's parent or a database URL."""
     import anyio
 

@@ -2,8 +2,9 @@
 server offers, and the calls its MCP tools make (start, step, the todo tools, status).
 
 Every string the protocol takes is bounded (`LIMITS`, refused with the field and the
-limit); a start prepared and never executed expires after a day; a run's workspace is
-the server's, or one inside it named at `prepare`; the server keeps at most
+limit, and a NUL refused in any of them); a start prepared and never executed expires
+after a day; a run's workspace is the server's (given by the caller: the CLI's working
+folder unless named), or one inside it named at `prepare`; the server keeps at most
 `OPEN_ENGINES` runs open (one per canonical process id) and closes the rest. Runs, and
 starts prepared but not yet executed, live where the store location says (`process.runs_at`):
 with a database, any number of servers serve the same runs, any of them any call.
@@ -64,6 +65,8 @@ def bounded(field: str, value: Any, required: bool = False) -> str | None:
         raise ServeError(f"{field} must be a string, not {type(value).__name__}")
     if len(value) > LIMITS[field]:
         raise ServeError(f"{field} is {len(value):,} characters; at most {LIMITS[field]:,}")
+    if "\0" in value:  # no path, id or database text can hold one: refused before it reaches them
+        raise ServeError(f"{field} contains a NUL character (\\0), which it may not hold")
     return value
 
 
@@ -227,11 +230,11 @@ class TodoService:
         self,
         workflows: Workflows,
         where: Path | str | Runs,
-        workspace: Path | None = None,
+        workspace: Path,
         learnings: Path | None = None,
     ) -> None:
         self.workflows, self.runs = workflows, runs_at(where)
-        self.workspace = (workspace or Path.cwd()).resolve()
+        self.workspace = workspace.resolve()  # the CLI's working folder unless named: never guessed here
         self.learnings = learnings
         self.engines = _Engines(self.runs)
         self.starts = self.runs.starts()

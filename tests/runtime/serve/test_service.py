@@ -122,3 +122,15 @@ def test_a_server_keeps_a_bounded_number_of_runs_open(
     with pytest.raises(ServeError, match="a process id is a plain name"):
         service.status("../runs/x")
     service.close()
+
+
+@pytest.mark.parametrize("field", ["workspace", "goal", "workflow_id", "parent"])
+def test_a_nul_in_any_string_is_refused_by_name(tmp_path: Path, field: str) -> None:
+    service = _service(tmp_path)
+    call = {"workflow_id": "todo-list", "parent": "none", "tasks": None, "goal": "g"}
+    call[field] = "a\0b"
+    name = {"workflow_id": "workflowId", "parent": "parentExecutionId"}.get(field, field)
+    with pytest.raises(ServeError, match=rf"{name} contains a NUL character"):
+        service.prepare(**call)
+    with pytest.raises(ServeError, match="processId contains a NUL character"):
+        service.step("p\0", "1-x", {})

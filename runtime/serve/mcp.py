@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -37,7 +36,8 @@ from ..replies import (
     WorkReply,
     model_properties,
 )
-from .service import LIMITS, ServeError, TodoService, Workflows
+from .http import HttpOptions, serve_http
+from .service import LIMITS, ServeError, TodoService
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -356,7 +356,9 @@ def build_server(service: TodoService) -> Any:
         made.parameters = schema
         return made
 
-    return MCPServer("todoflow", instructions=INSTRUCTIONS, tools=[tool(*spec) for spec in tools(service)])
+    made = [tool(*spec) for spec in tools(service)]
+    # warnings and errors only: stderr carries the access log, not the SDK's info lines
+    return MCPServer("todoflow", instructions=INSTRUCTIONS, tools=made, log_level="WARNING")
 
 
 def _json_strings(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -373,13 +375,17 @@ def _json_strings(arguments: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def serve(folders: list[Path], where: Path | str, learnings: Path | None, workspace: Path) -> None:
-    """Serve over stdio; runs live at `where`, a run folder's parent or a database URL."""
+def serve(service: TodoService, http: HttpOptions | None = None) -> None:
+    """Serve `service` over stdio, or over Streamable HTTP with `http`; the runs are closed
+    when the server stops (SIGTERM, SIGINT, the client's end of stdio)."""
     import anyio
 
-    service = TodoService(Workflows(folders), where, workspace, learnings)
+    server = build_server(service)
     try:
-        anyio.run(_serve_stdio, build_server(service))
+        if http is None:
+            anyio.run(_serve_stdio, server)
+        else:
+            anyio.run(serve_http, server, service, http)
     finally:
         service.close()
         service.runs.close()

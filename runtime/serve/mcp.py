@@ -37,7 +37,7 @@ from ..replies import (
     model_properties,
 )
 from .http import HttpOptions, serve_http
-from .service import LIMITS, ServeError, TodoService
+from .service import LIMITS, OUT_OF_FILES, ServeError, TodoService, out_of_files
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -350,6 +350,10 @@ def build_server(service: TodoService) -> Any:
                 return handler(arguments)
             except TodoflowError as error:  # a refusal, a database out of reach: said, not a crash
                 raise ToolError(str(error)) from None
+            except OSError as error:  # out of descriptors mid-step: said, and the server goes on
+                if error.errno not in OUT_OF_FILES:
+                    raise
+                raise ToolError(str(out_of_files(error, len(service.engines)))) from None
 
         made = Tool.from_function(run, name=name, description=description)
         made.fn_metadata.arg_model = Arguments

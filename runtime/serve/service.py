@@ -5,15 +5,18 @@ Every string the protocol takes is bounded (`LIMITS`, refused with the field and
 limit, and a NUL refused in any of them); a start prepared and never executed expires
 after a day; a run's workspace is the server's (given by the caller: the CLI's working
 folder unless named), or one inside it named at `prepare`; the server keeps at most
-`OPEN_ENGINES` runs open (one per canonical process id) and closes the rest. Runs, and
+`OPEN_ENGINES` runs open (one per canonical process id; fewer under a low `ulimit -n`)
+and closes the rest. Runs, and
 starts prepared but not yet executed, live where the store location says (`process.runs_at`):
 with a database, any number of servers serve the same runs, any of them any call.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import re
+import resource
 import secrets
 import threading
 from collections import OrderedDict
@@ -37,6 +40,9 @@ from .handoff import Handoffs
 BUILT_IN = Path(__file__).with_name("flows")
 ALIASES = {"moira/todo-list": "todo-list"}
 OPEN_ENGINES = 64  # runs a server keeps open at once; the least recently used are closed
+FDS_PER_RUN = 3  # what an open run folder holds between calls: its journal, step lock, presence lock
+FDS_KEPT = 32  # descriptors left to the rest of the server: the SDK, sockets, a step's own files
+OUT_OF_FILES = (errno.EMFILE, errno.ENFILE)
 START_TTL = 24 * 3600  # seconds a prepared start (and an executed start's claim) is kept
 LIMITS = {  # characters of each string the protocol takes (a reply's own fields: the reply models)
     "workflowId": 200,
@@ -159,13 +165,32 @@ class _Open(NamedTuple):
         self.engine.close()
 
 
+def open_limit() -> int:
+    """The runs a server keeps open: `OPEN_ENGINES`, fewer when the process may open few
+    files (`ulimit -n`): each open run folder holds `FDS_PER_RUN` descriptors between calls."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return OPEN_ENGINES
+    return max(1, min(OPEN_ENGINES, (soft - FDS_KEPT) // FDS_PER_RUN))
+
+
+def out_of_files(error: OSError, open_runs: int) -> ServeError:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return ServeError(
+        f"the server has run out of open files ({error.strerror}; ulimit -n is {soft}, {open_runs} runs "
+        "open): send the call again (or ask `status` where the run is), or raise the server's limit"
+    )
+
+
 class _Engines:
-    """The runs a server has open: at most `OPEN_ENGINES`, one per canonical process id,
+    """The runs a server has open: at most `open_limit()`, one per canonical process id,
     the least recently used closed first (never one that a call is using). A run is
-    `running` while a server has it open."""
+    `running` while a server has it open. Out of descriptors, the idle runs are closed
+    and the opening tried once more before the call is refused (and the server goes on)."""
 
     def __init__(self, runs: Runs) -> None:
         self.runs = runs
+        self.limit = open_limit()
         self._open: OrderedDict[str, _Open] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -173,12 +198,7 @@ class _Engines:
     def use(self, process_id: str) -> Iterator[Engine]:
         key = canonical(process_id)
         with self._lock:
-            found = self._open.pop(key, None)
-            if found is None:
-                try:
-                    found = self._opened(process.open_process(self.runs, key)[0])
-                except TodoflowError as error:
-                    raise ServeError(str(error)) from None
+            found = self._open.pop(key, None) or self._open_run(key)
             self._open[key] = found._replace(users=found.users + 1)
             self._evict()
         try:
@@ -188,6 +208,20 @@ class _Engines:
                 current = self._open.get(key, found)
                 self._open[key] = current._replace(users=current.users - 1)
                 self._evict()
+
+    def _open_run(self, key: str) -> _Open:
+        for last in (False, True):
+            try:
+                return self._opened(process.open_process(self.runs, key)[0])
+            except TodoflowError as error:
+                raise ServeError(str(error)) from None
+            except OSError as error:
+                if error.errno not in OUT_OF_FILES:
+                    raise
+                if last:
+                    raise out_of_files(error, len(self._open)) from None
+                self._evict(keep=0)  # the idle runs give their descriptors back
+        raise AssertionError("unreachable")
 
     def _opened(self, engine: Engine) -> _Open:
         presence = self.runs.driving(engine.process_id)
@@ -199,14 +233,17 @@ class _Engines:
             self._open[canonical(engine.process_id)] = self._opened(engine)
             self._evict()
 
+    def __len__(self) -> int:
+        return len(self._open)
+
     def cached(self, process_id: str) -> Engine | None:
         with self._lock:
             found = self._open.get(canonical(process_id))
             return found.engine if found else None
 
-    def _evict(self) -> None:
+    def _evict(self, keep: int | None = None) -> None:
         idle = [key for key, found in self._open.items() if found.users == 0]
-        for key in idle[: max(0, len(self._open) - OPEN_ENGINES)]:
+        for key in idle[: max(0, len(self._open) - (self.limit if keep is None else keep))]:
             self._open.pop(key).close()
 
     def close(self) -> None:

@@ -4,6 +4,7 @@ served, and a bounded number of open runs (issues 11 and 12)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from pathlib import Path
@@ -134,3 +135,42 @@ def test_a_nul_in_any_string_is_refused_by_name(tmp_path: Path, field: str) -> N
         service.prepare(**call)
     with pytest.raises(ServeError, match="processId contains a NUL character"):
         service.step("p\0", "1-x", {})
+
+
+def test_out_of_descriptors_the_idle_runs_are_closed_or_the_call_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21 item 7: when opening a run finds no descriptor left, the server closes its
+    idle runs and tries again; if there is still none, the call is refused in words and the
+    server goes on."""
+    service = _service(tmp_path)
+    runs = [_started(service)["processId"] for _ in range(3)]
+    service.engines.close()
+    opened = service_module.process.open_process
+    failures = {"left": 1}
+
+    def scarce(*arguments: Any, **options: Any) -> Any:
+        if failures["left"]:
+            failures["left"] -= 1
+            raise OSError(errno.EMFILE, "Too many open files")
+        return opened(*arguments, **options)
+
+    monkeypatch.setattr(service_module.process, "open_process", scarce)
+    service.status(runs[0])
+    service.status(runs[1])
+    failures["left"] = 1
+    assert service.status(runs[2])["directive"]["node"] == "intake"  # idle runs closed, then opened
+    assert len(service.engines) == 1
+    service.engines.close()
+    failures["left"] = 2
+    with pytest.raises(ServeError, match=r"^the server has run out of open files \(Too many open files; "):
+        service.status(runs[0])
+    assert service.status(runs[0])["directive"]["node"] == "intake"  # and it goes on
+    service.close()
+
+
+def test_a_low_descriptor_limit_keeps_fewer_runs_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(service_module.resource, "getrlimit", lambda _: (64, 4096))
+    assert service_module.open_limit() == (64 - service_module.FDS_KEPT) // service_module.FDS_PER_RUN
+    monkeypatch.setattr(service_module.resource, "getrlimit", lambda _: (1 << 20, 1 << 20))
+    assert service_module.open_limit() == service_module.OPEN_ENGINES

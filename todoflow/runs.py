@@ -109,6 +109,14 @@ def _serve_parser(commands: Any) -> argparse.ArgumentParser:
         help="where runs' steps read and write files (default: the working folder)",
     )
     serve.add_argument(
+        "--llm", metavar="PROVIDER:MODEL", help="the runtime default model in directives (or $TODOFLOW_LLM)"
+    )
+    serve.add_argument(
+        "--preset-llm",
+        metavar="PROVIDER:MODEL",
+        help="the preset's model in directives (or $TODOFLOW_PRESET_LLM)",
+    )
+    serve.add_argument(
         "--http", metavar="[HOST:]PORT", help="serve MCP over Streamable HTTP (default host 127.0.0.1)"
     )
     serve.add_argument("--path", default="/mcp", help="with --http: the MCP endpoint's path (default /mcp)")
@@ -482,7 +490,8 @@ def serve(args: argparse.Namespace) -> int:
         print(f"todoflow: error: the workspace {workspace} is not a folder", file=sys.stderr)
         return EXIT_USAGE
     http = _http_options(args)
-    service = TodoService(Workflows([Path(f) for f in args.folders]), location, workspace, learnings)
+    workflows = Workflows([Path(f) for f in args.folders])
+    service = TodoService(workflows, location, workspace, learnings, (args.llm, args.preset_llm))
     serve_mcp(service, http)
     return EXIT_OK
 

@@ -29,9 +29,11 @@ from todoflow.dsl.diagnostics import TodoflowError, render_all
 
 from .. import process
 from ..agents import fast_path
+from ..agents.llm_config import load_config
 from ..definition import Reading, RunDefinition, read_definition, ready_checklists
 from ..directive import Directive, PromptError
 from ..engine import Engine, Refusal, Replayed
+from ..llm_choice import LlmChoices, choices_from
 from ..plan import PlanError, Task
 from ..store.base import Runs, StartRecord, final_todos, runs_at
 from ..views.card import card_data
@@ -269,7 +271,12 @@ class TodoService:
         where: Path | str | Runs,
         workspace: Path,
         learnings: Path | None = None,
+        models: tuple[str | None, str | None] = (None, None),
     ) -> None:
+        """`models`: the server's `--llm` and `--preset-llm` (None: the environment's, then
+        each workflow's configuration file)."""
+        self.models = models
+        choices_from(models[1], models[0])  # a malformed model refused at start-up, not at a start
         self.workflows, self.runs = workflows, runs_at(where)
         self.workspace = workspace.resolve()  # the CLI's working folder unless named: never guessed here
         self.learnings = learnings
@@ -361,6 +368,7 @@ class TodoService:
             raise ServeError(f"unknown startAttemptId `{name}`: call start with action `prepare` first")
         definition = self.workflows.offer(record.workflow_id).or_raise()
         ready = None if record.tasks is None else self._ready(definition, record.tasks)[0]
+        llms = self._llms(definition)
         if not self.starts.claim(name):  # a start attempt executes once, across servers too
             raise ServeError(f"startAttemptId `{name}` was executed already")
         try:
@@ -375,6 +383,7 @@ class TodoService:
                 learnings=self.learnings,
                 agent="mcp",
                 fast_path_only=record.fast_path_only,
+                llms=llms,
             )
         except BaseException:
             self.starts.release(name)
@@ -383,6 +392,16 @@ class TodoService:
         self.engines.add(engine)
         with self.engines.use(engine.process_id) as engine:
             return self._advance(engine, engine.directive())
+
+    def _llms(self, definition: RunDefinition) -> LlmChoices:
+        """The preset's and the default model, as `todoflow run` finds them: the server's
+        options, the environment, then the configuration found from the workflow's folder
+        (a built-in workflow's: from the server's workspace)."""
+        folder = Path(definition.source).parent
+        try:
+            return load_config(self.workspace if folder == BUILT_IN else folder, *self.models).choices
+        except TodoflowError as error:
+            raise ServeError(str(error)) from None
 
     # -- steps and the todo tools ---------------------------------------------------------
 

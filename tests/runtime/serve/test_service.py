@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from todoflow.dsl.diagnostics import TodoflowError
 from todoflow.runtime.serve import service as service_module
 from todoflow.runtime.serve.service import ServeError, TodoService, Workflows
 
@@ -174,3 +175,34 @@ def test_a_low_descriptor_limit_keeps_fewer_runs_open(monkeypatch: pytest.Monkey
     assert service_module.open_limit() == (64 - service_module.FDS_KEPT) // service_module.FDS_PER_RUN
     monkeypatch.setattr(service_module.resource, "getrlimit", lambda _: (1 << 20, 1 << 20))
     assert service_module.open_limit() == service_module.OPEN_ENGINES
+
+
+def test_directives_name_the_preset_and_default_models_as_run_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 22: the seed's tiers 2 and 3 reach MCP directives: the server's `--preset-llm`
+    and `--llm`, else the environment, else the workflow's own todoflow.toml."""
+    monkeypatch.delenv("TODOFLOW_LLM", raising=False)
+    monkeypatch.delenv("TODOFLOW_PRESET_LLM", raising=False)
+    flows = tmp_path / "flows"
+    flows.mkdir()
+    (flows / "w.todoflow").write_text(FLOW)
+    (flows / "todoflow.toml").write_text('[llm]\ndefault = "ollama:qwen3:8b"\n')
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+
+    def llm(models: tuple[str | None, str | None], workflow: str = "w") -> Any:
+        service = TodoService(Workflows([flows]), tmp_path / "runs", workspace, None, models)
+        prepared = service.prepare(workflow, "none", None, "Tidy")
+        directive = service.execute(prepared["startAttemptId"])
+        service.close()
+        return directive["llm"]
+
+    assert llm((None, "openai:gpt-4.1")) == {"provider": "openai", "model_id": "gpt-4.1", "rule": "preset"}
+    assert llm(("openai:gpt-4.1-mini", None), "todo-list")["rule"] == "default"
+    assert llm((None, None)) == {"provider": "ollama", "model_id": "qwen3:8b", "rule": "default"}
+    assert llm((None, None), "todo-list")["rule"] == "none"  # the built-in flow has no configuration
+    monkeypatch.setenv("TODOFLOW_PRESET_LLM", "anthropic:claude-sonnet-4")
+    assert llm((None, None), "todo-list")["model_id"] == "claude-sonnet-4"
+    with pytest.raises(TodoflowError, match="PROVIDER:MODEL"):
+        TodoService(Workflows([]), tmp_path / "runs", workspace, None, ("gpt", None))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,27 +36,15 @@ from ..replies import (
     WorkReply,
     model_properties,
 )
+from . import resources
 from .http import HttpOptions, serve_http
+from .resources import INSTRUCTIONS
 from .service import LIMITS, OUT_OF_FILES, ServeError, TodoService, out_of_files
 
-Handler = Callable[[dict[str, Any]], dict[str, Any]]
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
-INSTRUCTIONS = (
-    "Todo-task workflows whose engine, not the model, decides when work is done. Call `start` with "
-    "action `prepare` (a workflowId; optionally a ready checklist in `tasks` or a `goal`), then `start` "
-    "with action `execute`. Then answer each directive with `step` (its processId and attemptId): at "
-    "`intake` send the checklist; at `work` either do the task yourself, check its expected result and "
-    "confirm it with `evidence` + `progress_execution_outcome`, or — in a todo_task step, as the "
-    "orchestrator — delegate it with `next_action: delegate` to one of the directive's `routes` "
-    "(`selected_route_id`) or the generic agent (`use_generic_agent: true`), giving the sub-agent "
-    "complete `instructions_to_sub_agent`: it sees nothing else. The next directive (node `delegated`) "
-    "is then the sub-agent's: hand it to a sub-agent of your own if you have them; it answers with "
-    "`evidence` + `progress_execution_outcome`, or `failed`. A route's answer passes only when its "
-    "expected files exist. If a task is blocked, mark it with `update_todo` (status blocked) instead of "
-    "confirming it. If the checklist is wrong, send teleportTo 'teleport-revise-tasks'. A learn_code "
-    "step is orchestrated by its own script: you only answer its `delegated` directives; a reply with "
-    "`fastPath: running` and no delegation means the script is busy: call `status` for the next one."
-)
+Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class ReadyTask(BaseModel):
@@ -362,7 +350,72 @@ def build_server(service: TodoService) -> Any:
 
     made = [tool(*spec) for spec in tools(service)]
     # warnings and errors only: stderr carries the access log, not the SDK's info lines
-    return MCPServer("todoflow", instructions=INSTRUCTIONS, tools=made, log_level="WARNING")
+    server = MCPServer("todoflow", instructions=INSTRUCTIONS, tools=made, log_level="WARNING")
+    add_resources(server, service)
+    add_prompts(server, service)
+    return server
+
+
+def _said(read: Callable[[], str]) -> str:
+    """`read()`, a todoflow error turned into the SDK's resource error (its words kept)."""
+    from mcp.server.mcpserver.exceptions import ResourceError
+
+    try:
+        return read()
+    except TodoflowError as error:
+        raise ResourceError(str(error)) from None
+
+
+def add_resources(server: MCPServer, service: TodoService) -> None:
+    """The runs and workflows as resources: a list, and templates for one of each."""
+    json_type, text, html = "application/json", "text/plain", "text/html"
+
+    @server.resource(resources.RUNS, name="runs", description="Every run, its status.", mime_type=json_type)
+    def runs() -> str:
+        return _said(lambda: resources.runs(service))
+
+    @server.resource(resources.RUN, name="run", description="A run's card, as `status`.", mime_type=json_type)
+    def run(processId: str) -> str:  # noqa: N803 (the URI's own name)
+        return _said(lambda: resources.run_card(service, processId))
+
+    @server.resource(resources.RUN_LOG, name="run log", description="A run's execution log.", mime_type=text)
+    def run_log(processId: str) -> str:  # noqa: N803
+        return _said(lambda: resources.run_log(service, processId))
+
+    @server.resource(resources.RUN_REPORT, name="run report", description="A run's report.", mime_type=html)
+    def run_report(processId: str) -> str:  # noqa: N803
+        return _said(lambda: resources.run_report_html(service, processId))
+
+    @server.resource(
+        resources.WORKFLOW,
+        name="workflow",
+        description="A workflow's source, its steps and its plan canvas as Mermaid.",
+        mime_type=json_type,
+    )
+    def workflow(workflowId: str) -> str:  # noqa: N803
+        return _said(lambda: resources.workflow(service, workflowId))
+
+
+def _asked(make: Callable[[], str]) -> str:
+    """`make()`, a todoflow error turned into a JSON-RPC error with its words (the SDK
+    says only "Error rendering prompt" of any other)."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS
+
+    try:
+        return make()
+    except TodoflowError as error:
+        raise MCPError(INVALID_PARAMS, str(error)) from None
+
+
+def add_prompts(server: MCPServer, service: TodoService) -> None:
+    @server.prompt(name="run_workflow", description="Run a workflow to its end with the todoflow tools.")
+    def run_workflow(workflowId: str, goal: str | None = None) -> str:  # noqa: N803
+        return _asked(lambda: resources.run_workflow(service, workflowId, goal))
+
+    @server.prompt(name="review_run", description="Review a run from its card and execution log.")
+    def review_run(processId: str) -> str:  # noqa: N803
+        return _asked(lambda: resources.review_run(service, processId))
 
 
 def _json_strings(arguments: dict[str, Any]) -> dict[str, Any]:

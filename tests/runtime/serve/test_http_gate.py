@@ -3,6 +3,7 @@ flight (503), the deadline per request (504), tokens, the address rules (issue 2
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +102,41 @@ def test_addresses_tokens_and_the_loopback_rule(tmp_path: Path) -> None:
         checked(HttpOptions(host="0.0.0.0"))
     assert checked(HttpOptions(host="0.0.0.0", tokens=("t",))).host == "0.0.0.0"
     assert checked(HttpOptions(host="::1")).host == "::1"
+
+
+async def test_the_access_log_in_json_names_the_call_never_its_arguments(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    gate = _gate(tmp_path, app, tokens=("secret-token",), log_format="json")
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "step", "arguments": {"processId": "p-1", "evidence": "private words"}},
+    }
+    sent: list[Any] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": json.dumps(call).encode(), "more_body": False}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    headers = [(b"authorization", b"Bearer secret-token")]
+    await gate({"type": "http", "method": "POST", "path": "/mcp", "headers": headers}, receive, send)
+    line = capsys.readouterr().err.strip()
+    logged = json.loads(line)
+    assert {k: logged[k] for k in ("http", "path", "method", "tool", "processId", "status")} == {
+        "http": "POST",
+        "path": "/mcp",
+        "method": "tools/call",
+        "tool": "step",
+        "processId": "p-1",
+        "status": 200,
+    }
+    assert "private words" not in line and "secret-token" not in line

@@ -10,7 +10,7 @@ from todoflow.runtime.serve.service import TodoService, Workflows
 
 
 def main() -> None:
-    service = TodoService(Workflows([]), Path(sys.argv[1]))
+    service = TodoService(Workflows([]), Path(sys.argv[1]), Path())
     server = build_server(service)
 
     def noop() -> dict[str, bool]:

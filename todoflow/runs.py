@@ -118,7 +118,7 @@ def _plan_parser(commands: Any) -> argparse.ArgumentParser:
 
 
 def _serve_parser(commands: Any) -> argparse.ArgumentParser:
-    serve = commands.add_parser("serve", help="serve workflows to MCP clients over stdio")
+    serve = commands.add_parser("serve", help="serve workflows to MCP clients (stdio, or --http)")
     serve.add_argument("folders", nargs="*", metavar="FLOWS_DIR", help="folders of .todoflow workflows")
     serve.add_argument("--run-dir", metavar="DIR", help=f"where runs live (default {RUN_DIR})")
     serve.add_argument(
@@ -126,8 +126,29 @@ def _serve_parser(commands: Any) -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--workspace",
+        default=".",
         metavar="DIR",
         help="where runs' steps read and write files (default: the working folder)",
+    )
+    serve.add_argument(
+        "--llm", metavar="PROVIDER:MODEL", help="the runtime default model in directives (or $TODOFLOW_LLM)"
+    )
+    serve.add_argument(
+        "--preset-llm",
+        metavar="PROVIDER:MODEL",
+        help="the preset's model in directives (or $TODOFLOW_PRESET_LLM)",
+    )
+    serve.add_argument(
+        "--http", metavar="[HOST:]PORT", help="serve MCP over Streamable HTTP (default host 127.0.0.1)"
+    )
+    serve.add_argument("--path", default="/mcp", help="with --http: the MCP endpoint's path (default /mcp)")
+    serve.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="with --http: bearer tokens, one a line (or $TODOFLOW_SERVE_TOKEN)",
+    )
+    serve.add_argument(
+        "--log-format", choices=["text", "json"], default="text", help="with --http: the access log's lines"
     )
     return serve  # type: ignore[no-any-return]
 
@@ -610,17 +631,37 @@ def serve(args: argparse.Namespace) -> int:
         print(f"todoflow: error: {missing[0]} is not a folder", file=sys.stderr)
         return EXIT_USAGE
     from todoflow.runtime.serve.mcp import serve as serve_mcp
+    from todoflow.runtime.serve.service import TodoService, Workflows
 
     learnings = Path(args.learnings) if args.learnings else None
     location = where(args)
     if learnings is not None and isinstance(location, str):
         raise UnreadableError("--learnings names a folder; with --store the learnings live in the database")
-    workspace = Path(args.workspace) if args.workspace else None
-    if workspace is not None and not workspace.is_dir():
+    workspace = Path(args.workspace)
+    if not workspace.is_dir():
         print(f"todoflow: error: the workspace {workspace} is not a folder", file=sys.stderr)
         return EXIT_USAGE
-    serve_mcp([Path(f) for f in args.folders], location, learnings, workspace)
+    http = _http_options(args)
+    workflows = Workflows([Path(f) for f in args.folders])
+    service = TodoService(workflows, location, workspace, learnings, (args.llm, args.preset_llm))
+    serve_mcp(service, http)
     return EXIT_OK
+
+
+def _http_options(args: argparse.Namespace) -> Any:
+    """`--http` and its options, checked before anything is served (None: stdio)."""
+    from todoflow.runtime.serve import http
+
+    if args.http is None:
+        if args.token_file or args.path != "/mcp":
+            raise UnreadableError("--token-file and --path go with --http")
+        return None
+    host, port = http.parse_address(args.http)
+    token_file = Path(args.token_file) if args.token_file else None
+    tokens = http.read_tokens(token_file, os.environ.get(http.TOKEN_ENV))
+    return http.checked(
+        http.HttpOptions(host=host, port=port, path=args.path, tokens=tokens, log_format=args.log_format)
+    )
 
 
 def where(args: argparse.Namespace) -> Path | str:

@@ -17,8 +17,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,26 +36,15 @@ from ..replies import (
     WorkReply,
     model_properties,
 )
-from .service import LIMITS, ServeError, TodoService, Workflows
+from . import resources
+from .http import HttpOptions, serve_http
+from .resources import INSTRUCTIONS
+from .service import LIMITS, OUT_OF_FILES, ServeError, TodoService, out_of_files
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
-
-INSTRUCTIONS = (
-    "Todo-task workflows whose engine, not the model, decides when work is done. Call `start` with "
-    "action `prepare` (a workflowId; optionally a ready checklist in `tasks` or a `goal`), then `start` "
-    "with action `execute`. Then answer each directive with `step` (its processId and attemptId): at "
-    "`intake` send the checklist; at `work` either do the task yourself, check its expected result and "
-    "confirm it with `evidence` + `progress_execution_outcome`, or — in a todo_task step, as the "
-    "orchestrator — delegate it with `next_action: delegate` to one of the directive's `routes` "
-    "(`selected_route_id`) or the generic agent (`use_generic_agent: true`), giving the sub-agent "
-    "complete `instructions_to_sub_agent`: it sees nothing else. The next directive (node `delegated`) "
-    "is then the sub-agent's: hand it to a sub-agent of your own if you have them; it answers with "
-    "`evidence` + `progress_execution_outcome`, or `failed`. A route's answer passes only when its "
-    "expected files exist. If a task is blocked, mark it with `update_todo` (status blocked) instead of "
-    "confirming it. If the checklist is wrong, send teleportTo 'teleport-revise-tasks'. A learn_code "
-    "step is orchestrated by its own script: you only answer its `delegated` directives; a reply with "
-    "`fastPath: running` and no delegation means the script is busy: call `status` for the next one."
-)
 
 
 class ReadyTask(BaseModel):
@@ -181,11 +169,17 @@ def start_schema() -> dict[str, Any]:
     }
 
 
-def _tools(
-    service: TodoService,
-) -> list[tuple[str, str, dict[str, Any], Callable[[dict[str, Any]], dict[str, Any]]]]:
-    """(name, description, input schema, handler of the arguments as sent)."""
+class ToolDef(NamedTuple):
+    """One MCP tool: its name, description, input schema and the handler of its arguments
+    as sent."""
 
+    name: str
+    description: str
+    schema: dict[str, Any]
+    handler: Handler
+
+
+def start_tool(service: TodoService) -> ToolDef:
     def start(a: dict[str, Any]) -> dict[str, Any]:
         _known(a, start_schema())
         if a.get("action") == "prepare":
@@ -201,101 +195,115 @@ def _tools(
             return service.execute(a.get("startAttemptId"))
         raise ServeError("action must be `prepare` or `execute`")
 
+    description = "Start a workflow: `prepare` it (returns a startAttemptId), then `execute` it once."
+    return ToolDef("start", description, start_schema(), start)
+
+
+STEP = (
+    "Apply one reply to the current node of a process. "
+    "intake: `tasks` + `progress_checklist_outcome`. "
+    "work: `evidence` + `progress_execution_outcome` after doing and checking the task yourself; "
+    "or, as the orchestrator of a todo_task step, a decision (`next_action`: delegate to a route or the "
+    "generic agent with complete instructions, or continue); or `teleportTo: teleport-revise-tasks` when "
+    "the checklist is wrong. "
+    "delegated (the sub-agent's turn): `evidence` + `progress_execution_outcome`, or `failed`. "
+    "revise: `tasks`, `resume_from_task`, `progress_checklist_outcome`, `progress_execution_outcome`. "
+    "Returns the next directive, or {completed: true, result: {}}."
+)
+
+
+def step_tool(service: TodoService) -> ToolDef:
     def step(a: dict[str, Any]) -> dict[str, Any]:
         reply = {k: v for k, v in a.items() if k not in PROCESS and v is not None}
         return service.step(a.get("processId"), a.get("attemptId"), reply)
 
-    def todo_tool(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
-        def call(a: dict[str, Any]) -> dict[str, Any]:
-            arguments = {k: v for k, v in a.items() if k not in PROCESS}
-            return service.step(a.get("processId"), a.get("attemptId"), {name: arguments})
+    return ToolDef("step", STEP, step_schema(), step)
 
-        return call
+
+TODO_TOOLS: list[tuple[str, type[BaseModel], str]] = [
+    (
+        "create_todo",
+        CreateTodoReply,
+        "Append a todo at the end of the current checklist (positions stay as they are).",
+    ),
+    (
+        "update_todo",
+        UpdateTodoReply,
+        "Set a todo's status (in_progress or blocked) and notes. "
+        "A delegated sub-agent may update only its own todo.",
+    ),
+    (
+        "complete_todo",
+        CompleteTodoReply,
+        "Confirm the current todo with evidence (`result` is the outcome shown). A delegated sub-agent "
+        "completes its own todo this way; a route's answer is prevalidated first.",
+    ),
+]
+
+
+def todo_tool(service: TodoService, name: str, model: type[BaseModel], description: str) -> ToolDef:
+    """A todo tool that writes: one journaled step, `{name: arguments}` as the reply."""
+
+    def call(a: dict[str, Any]) -> dict[str, Any]:
+        arguments = {k: v for k, v in a.items() if k not in PROCESS}
+        return service.step(a.get("processId"), a.get("attemptId"), {name: arguments})
+
+    return ToolDef(name, description, tool_schema(model), call)
+
+
+def list_todos_tool(service: TodoService) -> ToolDef:
+    schema = tool_schema(None, process_only=True)
 
     def list_todos(a: dict[str, Any]) -> dict[str, Any]:
-        _known(a, tool_schema(None, process_only=True))
+        _known(a, schema)
         return service.todos(a.get("processId"))
 
+    return ToolDef("list_todos", "The current step's todos, in the todos.json format.", schema, list_todos)
+
+
+def get_todo_tool(service: TodoService) -> ToolDef:
+    schema = tool_schema(None, process_only=True)
+    schema["properties"]["todo_id"] = {
+        "type": "string",
+        "pattern": "^todo_[1-9][0-9]{0,2}$",
+        "description": "The todo, `todo_<N>`.",
+    }
+    schema["required"].append("todo_id")
+
     def get_todo(a: dict[str, Any]) -> dict[str, Any]:
-        _known(a, {"properties": {"processId": 1, "todo_id": 1}})
+        _known(a, schema)
         return service.todos(a.get("processId"), a.get("todo_id") or "")
 
-    def status(a: dict[str, Any]) -> dict[str, Any]:
-        _known(a, {"properties": {"processId": 1}})
-        return service.status(a.get("processId"))
+    return ToolDef("get_todo", "One todo of the current step, in the todos.json format.", schema, get_todo)
 
-    todo_id = {
-        "todo_id": {
-            "type": "string",
-            "pattern": "^todo_[1-9][0-9]{0,2}$",
-            "description": "The todo, `todo_<N>`.",
-        }
-    }
-    get_schema = tool_schema(None, process_only=True)
-    get_schema["properties"] |= todo_id
-    get_schema["required"].append("todo_id")
-    status_schema = {
+
+def status_tool(service: TodoService) -> ToolDef:
+    schema = {
         "type": "object",
         "properties": {
             "processId": {**PROCESS["processId"], "description": "A process id; omit to list runs."}
         },
         "additionalProperties": False,
     }
+
+    def status(a: dict[str, Any]) -> dict[str, Any]:
+        _known(a, schema)
+        return service.status(a.get("processId"))
+
+    description = "The run card of a process (Checklist -> Prepare -> Work), or every run."
+    return ToolDef("status", description, schema, status)
+
+
+def tools(service: TodoService) -> list[ToolDef]:
+    """Every tool the server offers, in the order a client lists them."""
+    todo_tools = [todo_tool(service, *spec) for spec in TODO_TOOLS]
     return [
-        (
-            "start",
-            "Start a workflow: `prepare` it (returns a startAttemptId), then `execute` it once.",
-            start_schema(),
-            start,
-        ),
-        (
-            "step",
-            "Apply one reply to the current node of a process. "
-            "intake: `tasks` + `progress_checklist_outcome`. "
-            "work: `evidence` + `progress_execution_outcome` after doing and checking the task yourself; "
-            "or, as the orchestrator of a todo_task step, a decision "
-            "(`next_action`: delegate to a route or the generic "
-            "agent with complete instructions, or continue); or `teleportTo: teleport-revise-tasks` when the "
-            "checklist is wrong. "
-            "delegated (the sub-agent's turn): `evidence` + `progress_execution_outcome`, "
-            "or `failed`. revise: `tasks`, `resume_from_task`, `progress_checklist_outcome`, "
-            "`progress_execution_outcome`. Returns the next directive, or {completed: true, result: {}}.",
-            step_schema(),
-            step,
-        ),
-        (
-            "create_todo",
-            "Append a todo at the end of the current checklist (positions stay as they are).",
-            tool_schema(CreateTodoReply),
-            todo_tool("create_todo"),
-        ),
-        (
-            "update_todo",
-            "Set a todo's status (in_progress or blocked) and notes. "
-            "A delegated sub-agent may update only its own todo.",
-            tool_schema(UpdateTodoReply),
-            todo_tool("update_todo"),
-        ),
-        (
-            "complete_todo",
-            "Confirm the current todo with evidence (`result` is the outcome shown). A delegated sub-agent "
-            "completes its own todo this way; a route's answer is prevalidated first.",
-            tool_schema(CompleteTodoReply),
-            todo_tool("complete_todo"),
-        ),
-        (
-            "list_todos",
-            "The current step's todos, in the todos.json format.",
-            tool_schema(None, process_only=True),
-            list_todos,
-        ),
-        ("get_todo", "One todo of the current step, in the todos.json format.", get_schema, get_todo),
-        (
-            "status",
-            "The run card of a process (Checklist -> Prepare -> Work), or every run.",
-            status_schema,
-            status,
-        ),
+        start_tool(service),
+        step_tool(service),
+        *todo_tools,
+        list_todos_tool(service),
+        get_todo_tool(service),
+        status_tool(service),
     ]
 
 
@@ -330,14 +338,84 @@ def build_server(service: TodoService) -> Any:
                 return handler(arguments)
             except TodoflowError as error:  # a refusal, a database out of reach: said, not a crash
                 raise ToolError(str(error)) from None
+            except OSError as error:  # out of descriptors mid-step: said, and the server goes on
+                if error.errno not in OUT_OF_FILES:
+                    raise
+                raise ToolError(str(out_of_files(error, len(service.engines)))) from None
 
         made = Tool.from_function(run, name=name, description=description)
         made.fn_metadata.arg_model = Arguments
         made.parameters = schema
         return made
 
-    tools = [tool(*spec) for spec in _tools(service)]
-    return MCPServer("todoflow", instructions=INSTRUCTIONS, tools=tools)
+    made = [tool(*spec) for spec in tools(service)]
+    # warnings and errors only: stderr carries the access log, not the SDK's info lines
+    server = MCPServer("todoflow", instructions=INSTRUCTIONS, tools=made, log_level="WARNING")
+    add_resources(server, service)
+    add_prompts(server, service)
+    return server
+
+
+def _said(read: Callable[[], str]) -> str:
+    """`read()`, a todoflow error turned into the SDK's resource error (its words kept)."""
+    from mcp.server.mcpserver.exceptions import ResourceError
+
+    try:
+        return read()
+    except TodoflowError as error:
+        raise ResourceError(str(error)) from None
+
+
+def add_resources(server: MCPServer, service: TodoService) -> None:
+    """The runs and workflows as resources: a list, and templates for one of each."""
+    json_type, text, html = "application/json", "text/plain", "text/html"
+
+    @server.resource(resources.RUNS, name="runs", description="Every run, its status.", mime_type=json_type)
+    def runs() -> str:
+        return _said(lambda: resources.runs(service))
+
+    @server.resource(resources.RUN, name="run", description="A run's card, as `status`.", mime_type=json_type)
+    def run(processId: str) -> str:  # noqa: N803 (the URI's own name)
+        return _said(lambda: resources.run_card(service, processId))
+
+    @server.resource(resources.RUN_LOG, name="run log", description="A run's execution log.", mime_type=text)
+    def run_log(processId: str) -> str:  # noqa: N803
+        return _said(lambda: resources.run_log(service, processId))
+
+    @server.resource(resources.RUN_REPORT, name="run report", description="A run's report.", mime_type=html)
+    def run_report(processId: str) -> str:  # noqa: N803
+        return _said(lambda: resources.run_report_html(service, processId))
+
+    @server.resource(
+        resources.WORKFLOW,
+        name="workflow",
+        description="A workflow's source, its steps and its plan canvas as Mermaid.",
+        mime_type=json_type,
+    )
+    def workflow(workflowId: str) -> str:  # noqa: N803
+        return _said(lambda: resources.workflow(service, workflowId))
+
+
+def _asked(make: Callable[[], str]) -> str:
+    """`make()`, a todoflow error turned into a JSON-RPC error with its words (the SDK
+    says only "Error rendering prompt" of any other)."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS
+
+    try:
+        return make()
+    except TodoflowError as error:
+        raise MCPError(INVALID_PARAMS, str(error)) from None
+
+
+def add_prompts(server: MCPServer, service: TodoService) -> None:
+    @server.prompt(name="run_workflow", description="Run a workflow to its end with the todoflow tools.")
+    def run_workflow(workflowId: str, goal: str | None = None) -> str:  # noqa: N803
+        return _asked(lambda: resources.run_workflow(service, workflowId, goal))
+
+    @server.prompt(name="review_run", description="Review a run from its card and execution log.")
+    def review_run(processId: str) -> str:  # noqa: N803
+        return _asked(lambda: resources.review_run(service, processId))
 
 
 def _json_strings(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -354,15 +432,17 @@ def _json_strings(arguments: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def serve(
-    folders: list[Path], where: Path | str, learnings: Path | None = None, workspace: Path | None = None
-) -> None:
-    """Serve over stdio; runs live at `where`, a run folder's parent or a database URL."""
+def serve(service: TodoService, http: HttpOptions | None = None) -> None:
+    """Serve `service` over stdio, or over Streamable HTTP with `http`; the runs are closed
+    when the server stops (SIGTERM, SIGINT, the client's end of stdio)."""
     import anyio
 
-    service = TodoService(Workflows(folders), where, workspace, learnings)
+    server = build_server(service)
     try:
-        anyio.run(_serve_stdio, build_server(service))
+        if http is None:
+            anyio.run(_serve_stdio, server)
+        else:
+            anyio.run(serve_http, server, service, http)
     finally:
         service.close()
         service.runs.close()

@@ -2,17 +2,21 @@
 server offers, and the calls its MCP tools make (start, step, the todo tools, status).
 
 Every string the protocol takes is bounded (`LIMITS`, refused with the field and the
-limit); a start prepared and never executed expires after a day; a run's workspace is
-the server's, or one inside it named at `prepare`; the server keeps at most
-`OPEN_ENGINES` runs open (one per canonical process id) and closes the rest. Runs, and
+limit, and a NUL refused in any of them); a start prepared and never executed expires
+after a day; a run's workspace is the server's (given by the caller: the CLI's working
+folder unless named), or one inside it named at `prepare`; the server keeps at most
+`OPEN_ENGINES` runs open (one per canonical process id; fewer under a low `ulimit -n`)
+and closes the rest. Runs, and
 starts prepared but not yet executed, live where the store location says (`process.runs_at`):
 with a database, any number of servers serve the same runs, any of them any call.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import re
+import resource
 import secrets
 import threading
 from collections import OrderedDict
@@ -25,9 +29,11 @@ from todoflow.dsl.diagnostics import TodoflowError, render_all
 
 from .. import process
 from ..agents import fast_path
+from ..agents.llm_config import load_config
 from ..definition import Reading, RunDefinition, read_definition, ready_checklists
 from ..directive import Directive, PromptError
 from ..engine import Engine, Refusal, Replayed
+from ..llm_choice import LlmChoices, choices_from
 from ..plan import PlanError, Task
 from ..store.base import Runs, StartRecord, final_todos, runs_at
 from ..views.card import card_data
@@ -36,6 +42,9 @@ from .handoff import Handoffs
 BUILT_IN = Path(__file__).with_name("flows")
 ALIASES = {"moira/todo-list": "todo-list"}
 OPEN_ENGINES = 64  # runs a server keeps open at once; the least recently used are closed
+FDS_PER_RUN = 3  # what an open run folder holds between calls: its journal, step lock, presence lock
+FDS_KEPT = 32  # descriptors left to the rest of the server: the SDK, sockets, a step's own files
+OUT_OF_FILES = (errno.EMFILE, errno.ENFILE)
 START_TTL = 24 * 3600  # seconds a prepared start (and an executed start's claim) is kept
 LIMITS = {  # characters of each string the protocol takes (a reply's own fields: the reply models)
     "workflowId": 200,
@@ -64,6 +73,8 @@ def bounded(field: str, value: Any, required: bool = False) -> str | None:
         raise ServeError(f"{field} must be a string, not {type(value).__name__}")
     if len(value) > LIMITS[field]:
         raise ServeError(f"{field} is {len(value):,} characters; at most {LIMITS[field]:,}")
+    if "\0" in value:  # no path, id or database text can hold one: refused before it reaches them
+        raise ServeError(f"{field} contains a NUL character (\\0), which it may not hold")
     return value
 
 
@@ -156,13 +167,32 @@ class _Open(NamedTuple):
         self.engine.close()
 
 
+def open_limit() -> int:
+    """The runs a server keeps open: `OPEN_ENGINES`, fewer when the process may open few
+    files (`ulimit -n`): each open run folder holds `FDS_PER_RUN` descriptors between calls."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return OPEN_ENGINES
+    return max(1, min(OPEN_ENGINES, (soft - FDS_KEPT) // FDS_PER_RUN))
+
+
+def out_of_files(error: OSError, open_runs: int) -> ServeError:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return ServeError(
+        f"the server has run out of open files ({error.strerror}; ulimit -n is {soft}, {open_runs} runs "
+        "open): send the call again (or ask `status` where the run is), or raise the server's limit"
+    )
+
+
 class _Engines:
-    """The runs a server has open: at most `OPEN_ENGINES`, one per canonical process id,
+    """The runs a server has open: at most `open_limit()`, one per canonical process id,
     the least recently used closed first (never one that a call is using). A run is
-    `running` while a server has it open."""
+    `running` while a server has it open. Out of descriptors, the idle runs are closed
+    and the opening tried once more before the call is refused (and the server goes on)."""
 
     def __init__(self, runs: Runs) -> None:
         self.runs = runs
+        self.limit = open_limit()
         self._open: OrderedDict[str, _Open] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -170,12 +200,7 @@ class _Engines:
     def use(self, process_id: str) -> Iterator[Engine]:
         key = canonical(process_id)
         with self._lock:
-            found = self._open.pop(key, None)
-            if found is None:
-                try:
-                    found = self._opened(process.open_process(self.runs, key)[0])
-                except TodoflowError as error:
-                    raise ServeError(str(error)) from None
+            found = self._open.pop(key, None) or self._open_run(key)
             self._open[key] = found._replace(users=found.users + 1)
             self._evict()
         try:
@@ -185,6 +210,20 @@ class _Engines:
                 current = self._open.get(key, found)
                 self._open[key] = current._replace(users=current.users - 1)
                 self._evict()
+
+    def _open_run(self, key: str) -> _Open:
+        for last in (False, True):
+            try:
+                return self._opened(process.open_process(self.runs, key)[0])
+            except TodoflowError as error:
+                raise ServeError(str(error)) from None
+            except OSError as error:
+                if error.errno not in OUT_OF_FILES:
+                    raise
+                if last:
+                    raise out_of_files(error, len(self._open)) from None
+                self._evict(keep=0)  # the idle runs give their descriptors back
+        raise AssertionError("unreachable")
 
     def _opened(self, engine: Engine) -> _Open:
         presence = self.runs.driving(engine.process_id)
@@ -196,14 +235,17 @@ class _Engines:
             self._open[canonical(engine.process_id)] = self._opened(engine)
             self._evict()
 
+    def __len__(self) -> int:
+        return len(self._open)
+
     def cached(self, process_id: str) -> Engine | None:
         with self._lock:
             found = self._open.get(canonical(process_id))
             return found.engine if found else None
 
-    def _evict(self) -> None:
+    def _evict(self, keep: int | None = None) -> None:
         idle = [key for key, found in self._open.items() if found.users == 0]
-        for key in idle[: max(0, len(self._open) - OPEN_ENGINES)]:
+        for key in idle[: max(0, len(self._open) - (self.limit if keep is None else keep))]:
             self._open.pop(key).close()
 
     def close(self) -> None:
@@ -227,11 +269,16 @@ class TodoService:
         self,
         workflows: Workflows,
         where: Path | str | Runs,
-        workspace: Path | None = None,
+        workspace: Path,
         learnings: Path | None = None,
+        models: tuple[str | None, str | None] = (None, None),
     ) -> None:
+        """`models`: the server's `--llm` and `--preset-llm` (None: the environment's, then
+        each workflow's configuration file)."""
+        self.models = models
+        choices_from(models[1], models[0])  # a malformed model refused at start-up, not at a start
         self.workflows, self.runs = workflows, runs_at(where)
-        self.workspace = (workspace or Path.cwd()).resolve()
+        self.workspace = workspace.resolve()  # the CLI's working folder unless named: never guessed here
         self.learnings = learnings
         self.engines = _Engines(self.runs)
         self.starts = self.runs.starts()
@@ -321,6 +368,7 @@ class TodoService:
             raise ServeError(f"unknown startAttemptId `{name}`: call start with action `prepare` first")
         definition = self.workflows.offer(record.workflow_id).or_raise()
         ready = None if record.tasks is None else self._ready(definition, record.tasks)[0]
+        llms = self._llms(definition)
         if not self.starts.claim(name):  # a start attempt executes once, across servers too
             raise ServeError(f"startAttemptId `{name}` was executed already")
         try:
@@ -335,6 +383,7 @@ class TodoService:
                 learnings=self.learnings,
                 agent="mcp",
                 fast_path_only=record.fast_path_only,
+                llms=llms,
             )
         except BaseException:
             self.starts.release(name)
@@ -343,6 +392,16 @@ class TodoService:
         self.engines.add(engine)
         with self.engines.use(engine.process_id) as engine:
             return self._advance(engine, engine.directive())
+
+    def _llms(self, definition: RunDefinition) -> LlmChoices:
+        """The preset's and the default model, as `todoflow run` finds them: the server's
+        options, the environment, then the configuration found from the workflow's folder
+        (a built-in workflow's: from the server's workspace)."""
+        folder = Path(definition.source).parent
+        try:
+            return load_config(self.workspace if folder == BUILT_IN else folder, *self.models).choices
+        except TodoflowError as error:
+            raise ServeError(str(error)) from None
 
     # -- steps and the todo tools ---------------------------------------------------------
 

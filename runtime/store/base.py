@@ -327,6 +327,11 @@ class Runs(Protocol):
 
     def import_run(self, record: RunRecord) -> None: ...
 
+    def ready(self) -> str | None:
+        """None when the location can take a step now; else why not, in one line (a folder
+        that cannot be written, a database out of reach or at another schema version)."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -874,6 +874,15 @@ class FolderRuns:
         if learnings is not None:
             learnings.add_lines(record.learnings)
 
+    def ready(self) -> str | None:
+        """The folder of run folders, or the nearest folder it would be made in, is writable."""
+        folder = self.run_dir.absolute()
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+            return f"cannot write run folders in {self.run_dir}"
+        return None
+
     def close(self) -> None:
         """Nothing held."""
 
@@ -905,11 +914,14 @@ class FolderStarts:
     """Starts as files of `<run_dir>/.starts/`: `<id>.json` prepared, `<id>.executed` claimed."""
 
     def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder  # made by the first `prepare`: a server may start before it can write
 
     def prepare(self, start_id: str, record: StartRecord) -> None:
-        write_atomically(self.folder / f"{start_id}.json", record.model_dump_json() + "\n")
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            write_atomically(self.folder / f"{start_id}.json", record.model_dump_json() + "\n")
+        except OSError as error:
+            raise StoreError(f"cannot prepare a start in {self.folder}: {error.strerror or error}") from None
 
     def executed(self, start_id: str) -> str | None:
         path = self.folder / f"{start_id}.executed"
@@ -937,7 +949,7 @@ class FolderStarts:
 
     def expire(self, older_than: float) -> None:
         limit = time.time() - older_than
-        for entry in self.folder.iterdir():
+        for entry in self.folder.iterdir() if self.folder.is_dir() else ():
             try:
                 if entry.stat().st_mtime < limit:
                     entry.unlink()

@@ -280,6 +280,9 @@ class MemoryRuns:
         self._learnings.add_lines(record.learnings)
         self._add(meta, dict(record.files), [entry_from_json(json.loads(line)) for line in record.journal])
 
+    def ready(self) -> str | None:
+        return None  # memory is always at hand
+
     def close(self) -> None:
         """The location and its runs are gone: the next `runs_at` of its name is empty."""
         forget(self.location, self)

@@ -550,6 +550,16 @@ class PgRuns:
                 self._presence = connection
             return self.instance
 
+    def ready(self) -> str | None:
+        """The database answers, at the schema version this todoflow needs."""
+        try:
+            version = self.read(schema_version)
+        except DatabaseError as error:
+            return str(error)
+        if version != latest_version():
+            return f"the database holds schema version {version}; this todoflow needs {latest_version()}"
+        return None
+
     def close(self) -> None:
         forget(self.url, self)
         self.closed = True

@@ -205,3 +205,9 @@ def test_the_last_reply_of_a_run_is_replayed_too(where: Path | str, tmp_path: Pa
     with pytest.raises(expected):
         engine.step(directive.attempt_id, confirm(1))
     engine.close()
+
+
+def test_a_location_that_can_take_a_step_says_it_is_ready(where: Path | str, tmp_path: Path) -> None:
+    """`serve --http`'s /readyz asks this: a writable folder, a database at the current schema."""
+    _start(where, tmp_path).close()
+    assert runs_at(where).ready() is None

@@ -85,7 +85,7 @@ def test_status_resume_and_mcp_status_write_nothing(tmp_path: Path) -> None:
     assert run_cli("status", "p-1", "--run-dir", str(run_dir), "--json").returncode == 0
     with todoflow.resume("p-1", run_dir=run_dir) as engine:
         assert engine.directive().role == "Task 2/3"
-    service = TodoService(Workflows([]), run_dir)
+    service = TodoService(Workflows([]), run_dir, tmp_path)
     assert service.status(None)["runs"][0]["processId"] == "p-1"
     assert service.status("p-1")["directive"]["role"] == "Task 2/3"
     service.close()

@@ -5,7 +5,9 @@ There is no browser at drawing time, so widths are estimated from Arial's metric
 wider, every other character as wide as a wide letter; a margin covers the rest. Text
 that does not fit in its lines is cut with an ellipsis, and the whole text goes into a
 `<title>` (the tooltip), so nothing is cut silently. The browser tests check the
-estimate: no text leaves its box.
+estimate: no text leaves its box. Bidirectional controls (U+202A–U+202E, U+2066–U+2069),
+which would reorder what a reader sees around them, are shown escaped (`\u202e`), as
+compilers show them in source text; widths are measured on the text as shown.
 """
 
 from __future__ import annotations
@@ -31,10 +33,17 @@ _MARGIN = 1.06
 _WIDE = 1.0  # CJK and other full-width characters
 _OTHER = 0.72  # any other character: a wide letter, or a symbol from a fallback font
 ELLIPSIS = "…"
+_BIDI_SHOWN = {c: f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+
+
+def shown(text: str) -> str:
+    """`text` with its bidirectional controls written out as escapes, visible."""
+    return text.translate(_BIDI_SHOWN)
 
 
 def width(text: str, size: float, bold: bool = False, mono: bool = False) -> float:
     """The estimated width of `text` at `size` px, a little more than it will take."""
+    text = shown(text)
     if mono:
         return len(text) * 0.61 * size
     ems = sum(_WIDTHS.get(c) or (_WIDE if ord(c) >= 0x2E80 else _OTHER) for c in text)
@@ -91,8 +100,9 @@ def _fit(text: str, room: float, size: float, bold: bool, mono: bool) -> int:
 
 
 def xml(text: str) -> str:
-    """Text for SVG or HTML: `&`, `<`, `>` and quotes escaped; control characters dropped."""
-    return escape("".join(c for c in text if c >= " " or c == "\n"), quote=True)
+    """Text for SVG or HTML: `&`, `<`, `>` and quotes escaped; control characters dropped;
+    bidirectional controls shown as escapes."""
+    return escape(shown("".join(c for c in text if c >= " " or c == "\n")), quote=True)
 
 
 def text_block(

@@ -4,12 +4,16 @@ A diagnostic knows its code, severity, message, span, help and notes, and render
 itself as a caret excerpt for people (in colour when asked: the CLI asks on a terminal)
 or as a plain dict for tools (`--format json`).
 `TodoflowError` is the root of every error todoflow raises on purpose; `SourceError`,
-raised by the public API for a source with errors, carries the diagnostics.
+raised by the public API for a source with errors, carries the diagnostics. What a
+message echoes of its input is cut to `ECHOED` characters a word (`clipped`), so a
+100,000-character id is not printed whole.
 Imports nothing but `dsl.spans`.
 """
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal, TypeAlias
 
@@ -25,6 +29,14 @@ _MAX_WIDTH = 100
 # SGR codes, as rustc and ruff colour their diagnostics
 _SEVERITY_STYLE: dict[str, str] = {"error": "1;31", "warning": "1;33", "note": "1;36"}
 _BOLD, _GUTTER = "1", "1;34"
+ECHOED = 200  # characters of one word (a run without spaces) a message echoes whole
+_LONG_WORD = re.compile(rf"\S{{{ECHOED + 1},}}")
+
+
+def clipped(text: str) -> str:
+    """`text` with each word longer than `ECHOED` characters cut, saying how much was left
+    out: an error echoes what it was given, and what it was given may be huge."""
+    return _LONG_WORD.sub(lambda m: f"{m[0][:ECHOED]}…(+{len(m[0]) - ECHOED:,} characters)", text)
 
 
 def _paint(text: str, style: str | None) -> str:
@@ -59,15 +71,15 @@ class Diagnostic:
         bold = _BOLD if colour else None
         lines = [
             f"{_paint(f'{self.span}:', bold)} {_paint(f'{self.severity}[{self.code}]:', style)} "
-            f"{_paint(self.message, bold)}"
+            f"{_paint(clipped(self.message), bold)}"
         ]
         if source is not None and self.span.line:
             lines += excerpt(source, self.span, style, colour)
         if self.help:
-            lines.append(f"   {_paint('= help:', bold)} {self.help}")
+            lines.append(f"   {_paint('= help:', bold)} {clipped(self.help)}")
         for note in self.notes:
             where = f" ({note.span})" if note.span else ""
-            lines.append(f"   {_paint('= note:', bold)} {note.message}{where}")
+            lines.append(f"   {_paint('= note:', bold)} {clipped(note.message)}{where}")
             if note.span is not None and source is not None and note.span.path == self.span.path:
                 lines += excerpt(source, note.span, _SEVERITY_STYLE["note"] if colour else None, colour)
         return "\n".join(lines)
@@ -76,8 +88,8 @@ class Diagnostic:
         return {
             "code": self.code,
             "severity": self.severity,
-            "message": self.message,
-            "help": self.help,
+            "message": clipped(self.message),
+            "help": clipped(self.help) if self.help else self.help,
             "path": self.span.path,
             "line": self.span.line,
             "column": self.span.column,
@@ -89,9 +101,9 @@ class Diagnostic:
 
 def _note_json(note: Note) -> JsonDict:
     if note.span is None:
-        return {"message": note.message}
+        return {"message": clipped(note.message)}
     return {
-        "message": note.message,
+        "message": clipped(note.message),
         "path": note.span.path,
         "line": note.span.line,
         "column": note.span.column,
@@ -102,7 +114,7 @@ def excerpt(source: str, span: Span, carets: str | None = None, colour: bool = F
     """The lines a span covers, each with carets under the covered part (in the style
     `carets`, and the gutter styled too, with `colour`)."""
     gutter_style = _GUTTER if colour else None
-    source_lines = source.split("\n")
+    source_lines = _lines(source)
     last = min(span.end_line, len(source_lines))
     numbers = list(range(span.line, last + 1))
     if len(numbers) > _MAX_EXCERPT_LINES:
@@ -121,6 +133,13 @@ def excerpt(source: str, span: Span, carets: str | None = None, colour: bool = F
         out.append(f"{_paint(f'{number:>{width}} |', gutter_style)} {shown}".rstrip())
         out.append(f"{gutter} {' ' * caret_start}{_paint('^' * max(1, caret_end - caret_start), carets)}")
     return out
+
+
+@functools.lru_cache(maxsize=4)
+def _lines(source: str) -> tuple[str, ...]:
+    """A source's lines, split once for all its excerpts: a file with thousands of
+    diagnostics on one long line would otherwise be split again for each (quadratic)."""
+    return tuple(source.split("\n"))
 
 
 def _first_non_blank(line: str) -> int:
@@ -166,6 +185,9 @@ class TodoflowError(Exception):
     `diagnostics` holds the source diagnostics behind it, if any."""
 
     diagnostics: tuple[Diagnostic, ...] = ()
+
+    def __str__(self) -> str:
+        return clipped(super().__str__())
 
     def render(self) -> str:
         return str(self)

@@ -49,9 +49,14 @@ def redacted(value: T) -> T:
     return _walk(value)  # type: ignore[no-any-return]
 
 
+_PLAIN = (int, float, bool, type(None))  # values that hold no text
+
+
 def _walk(value: Any) -> Any:
     if isinstance(value, str):
         return redact(value)
+    if isinstance(value, _PLAIN):
+        return value
     if isinstance(value, (tuple, list)):
         items = [_walk(item) for item in value]
         if all(new is old for new, old in zip(items, value, strict=True)):
@@ -62,7 +67,13 @@ def _walk(value: Any) -> Any:
         same = all(k in value and pairs[k] is value[k] for k in pairs) and len(pairs) == len(value)
         return value if same else pairs
     fields = getattr(type(value), "_node_fields", None)
-    if fields is None:
-        return value
-    changes = {name: new for name in fields if (new := _walk(old := getattr(value, name))) is not old}
+    return value if fields is None else _node(value, fields)
+
+
+def _node(value: Any, fields: tuple[str, ...]) -> Any:
+    changes = {}
+    for name in fields:
+        old = getattr(value, name)
+        if not isinstance(old, _PLAIN) and (new := _walk(old)) is not old:
+            changes[name] = new
     return replace(value, **changes) if changes else value

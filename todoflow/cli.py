@@ -221,7 +221,8 @@ def _piped(args: argparse.Namespace) -> int:
     is left unwritten is dropped, as a program killed by SIGPIPE drops it."""
     try:
         code = _main(args)
-        sys.stdout.flush()  # here, not at exit, where a closed pipe would print a traceback
+        if not sys.stdout.closed:  # the language server closes it when the editor says `exit`
+            sys.stdout.flush()  # here, not at exit, where a closed pipe would print a traceback
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE

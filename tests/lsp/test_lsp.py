@@ -455,6 +455,13 @@ async def test_rename_a_step_id_and_a_task_label_across_the_file() -> None:
         bad = types.RenameParams(_doc(uri), types.Position(*_at(text, "tag:")), "Tag")
         with pytest.raises(JsonRpcException, match="`Tag` is not a name"):
             await session.client.text_document_rename_async(bad)
+        for name, refused in (
+            ("workflow", "`workflow` is a keyword"),
+            ("a" * 100_000, "at most 100 characters"),
+        ):
+            wrong = types.RenameParams(_doc(uri), types.Position(*_at(text, "tag:")), name)
+            with pytest.raises(JsonRpcException, match=refused):
+                await session.client.text_document_rename_async(wrong)
         keyword = await session.client.text_document_prepare_rename_async(
             types.PrepareRenameParams(_doc(uri), types.Position(*_at(text, "description")))
         )
@@ -678,3 +685,30 @@ def test_lsp_without_pygls_says_how_to_install_it(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert result.stderr == "todoflow: error: `todoflow lsp` needs pygls: pip install 'todoflow[lsp]'\n"
+
+
+def test_malformed_frames_are_one_line_log_messages_and_the_server_goes_on() -> None:
+    """Not JSON, a JSON array, a notification without params: pygls logs each with its
+    traceback; the server says each on one line of stderr and still answers."""
+    import subprocess
+
+    def frame(body: str) -> bytes:
+        return f"Content-Length: {len(body)}\r\n\r\n{body}".encode()
+
+    shutdown = '{"jsonrpc":"2.0","id":1,"method":"shutdown"}'
+    frames = [frame("{bad}"), frame("[]"), frame('{"jsonrpc":"2.0","method":1}'), frame(shutdown)]
+    result = subprocess.run(
+        [sys.executable, "-m", "todoflow", "lsp"],
+        input=b"".join([*frames, frame('{"jsonrpc":"2.0","method":"exit"}')]),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    errors = result.stderr.decode().splitlines()
+    assert "Traceback" not in result.stderr.decode() and len(errors) >= 3
+    assert all(line.startswith("todoflow lsp: ") for line in errors)
+    assert errors[0] == (
+        "todoflow lsp: Unable to handle message: JSONDecodeError: "
+        "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
+    )
+    assert b'"id": 1' in result.stdout and b'"result": null' in result.stdout

@@ -13,10 +13,11 @@ from collections.abc import Sequence
 
 from todoflow.dsl.diagnostics import TodoflowError
 
-from .outline import Occurrence
+from .outline import Occurrence, keyword_types
 from .positions import contains
 
 _NAME = re.compile(r"[a-z][a-z0-9_-]*")
+LONGEST_NAME = 100  # characters of a name a rename writes
 _STEP_ROLES = ("step", "next")
 _LABEL_ROLES = ("label", "after", "on")
 
@@ -65,10 +66,14 @@ def rename(names: Sequence[Occurrence], at: Occurrence, new: str) -> list[Occurr
     """The occurrences to rewrite as `new`; raises `RenameError` for a name that
     cannot stand there or is taken."""
     what = "step id" if at.role in _STEP_ROLES else "task label"
+    if len(new) > LONGEST_NAME:
+        raise RenameError(f"a new name has at most {LONGEST_NAME} characters, not {len(new):,}")
     if not _NAME.fullmatch(new):
         raise RenameError(f"`{new}` is not a name: lowercase letters, digits, `_` and `-`, first a letter")
     if new == "end" or (new == "all" and what == "task label"):
         raise RenameError(f"`{new}` cannot be a {what}")
+    if new in keyword_types().values():
+        raise RenameError(f"`{new}` is a keyword: a rename gives a name that reads as one name only")
     defined = "step" if at.role in _STEP_ROLES else "label"
     if new != at.value and any(
         n.role == defined and n.value == new and (defined == "step" or n.scope == at.scope) for n in names

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import version
@@ -321,6 +323,28 @@ def create() -> TodoflowServer:
     return server
 
 
+class _OneLine(logging.Formatter):
+    """pygls logs a frame it cannot read with its traceback (`logger.exception`); stderr
+    gets one line instead: what failed and why."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        lines = [line for line in record.getMessage().splitlines() if line.strip()]
+        parts = lines[:1] + lines[-1:] if len(lines) > 1 else lines  # a traceback in the text: its last line
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            parts.append(f"{type(error).__name__}: {str(error).partition(chr(10))[0]}".rstrip(": "))
+        return "todoflow lsp: " + ": ".join(parts)
+
+
+def _quiet_pygls() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine())
+    logger = logging.getLogger("pygls")
+    logger.addHandler(handler)
+    logger.propagate = False
+
+
 def serve() -> None:
     """Run the server on stdin/stdout until the editor ends it."""
+    _quiet_pygls()
     create().start_io()

@@ -501,3 +501,20 @@ def test_the_log_json_keeps_its_shape(run: Path) -> None:
     data = json.loads(done.stdout)
     assert list(data) == ["version", "process_id", "completed", "steps"] and data["version"] == 1
     assert list(data["steps"][0])[:6] == ["step_id", "step_index", "title", "kind", "completed", "iterations"]
+
+
+def test_bidi_controls_from_an_agent_are_shown_escaped_in_the_report_and_the_card(tmp_path: Path) -> None:
+    """Bidirectional controls reorder what a reader sees around them: in actions, evidence
+    and reasoning they are shown as escapes, as compilers show them in source text."""
+    from todoflow.runtime.views.card import card_svg
+
+    trick = "admin\u202e\u2066txt.exe\u2069"
+    folder = orchestrated(tmp_path, say={"action": trick, "evidence": trick, "reasoning": trick})
+    page = render(run_report(read_run(folder.parent, folder.name)))
+    engine, _ = start(tmp_path / "card", FLOW)
+    engine.step(engine.directive().attempt_id, confirm(0))
+    card = card_svg(engine.step(engine.directive().attempt_id, intake(trick)))
+    engine.close()
+    for drawn in (page, card):
+        assert not {"\u202e", "\u2066", "\u2069"} & set(drawn)
+    assert page.count("admin\\u202e\\u2066txt.exe\\u2069") >= 3 and "admin\\u202e" in card

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ..redaction import keep
 from .service import ServeError, TodoService
 
 Scope = MutableMapping[str, Any]
@@ -88,6 +89,7 @@ def read_tokens(file: Path | None, environment: str | None) -> tuple[str, ...]:
         raise ServeError(f"{where} holds no token")
     if any(len(token.split()) > 1 for token in tokens):
         raise ServeError(f"{where}: a token is one word, one a line")
+    keep(*tokens)  # a model or a client that echoes one must not put it in a journal
     return tokens
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
+from todoflow.runtime import redaction
 from todoflow.runtime.serve.http import Gate, HttpOptions, checked, parse_address, read_tokens
 from todoflow.runtime.serve.service import ServeError, TodoService, Workflows
 
@@ -140,3 +141,11 @@ async def test_the_access_log_in_json_names_the_call_never_its_arguments(
         "status": 200,
     }
     assert "private words" not in line and "secret-token" not in line
+
+
+def test_tokens_read_are_secrets_redacted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(redaction, "_SECRETS", [()])
+    file = tmp_path / "tokens"
+    file.write_text("delta-token-1\n")
+    read_tokens(file, None)
+    assert redaction.redact("the client sent delta-token-1 back") == "the client sent [redacted] back"

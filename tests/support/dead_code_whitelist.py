@@ -25,12 +25,14 @@ _.last_token
 # http.server calls the handler's methods by name
 _.do_POST
 _.log_message
+_.close_connection  # read by the server after the handler: the connection is not kept
 # python-statemachine calls model conditions by name (`cond="past_end"`)
 _.past_end
 # the context manager protocol's parameters
 _.exc
 # pytest and its plugins read these by name
 _.pytestmark
+_._no_secrets_kept  # an autouse fixture: pytest calls it by being there
 _.anyio_backend
 _.file_extension  # syrupy's extension attribute
 _.pytest_pyfunc_call  # todoflow/pytest_plugin.py: the hook that walks a `todoflow_paths` path

@@ -10,11 +10,11 @@ todo_task step's work node, and the delegated sub-agent at its `delegated` node.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from ..directive import Directive
-from ..llm_choice import Usage
+from ..llm_choice import Spent
 
 
 class Blocked(NamedTuple):
@@ -39,6 +39,6 @@ class Agent(Protocol):
         """The last reply was applied."""
         ...
 
-    def spent(self) -> list[Usage]:
-        """The model calls made since last asked (the driver journals them)."""
+    def spent(self) -> Sequence[Spent]:
+        """The model and tool calls made since last asked (the driver journals them)."""
         ...

@@ -64,7 +64,7 @@ def make_agent(
         assert spec.script is not None
         return ScriptedAgent.from_file(spec.script, workspace)
     if spec.kind == "llm":
-        return _llm_agent(plan, llms, config)
+        return _llm_agent(plan, llms, config, workspace)
     if spec.kind == "mcp":
         raise AgentError("an `mcp` run is driven by an MCP client through `todoflow serve`, not by `run`")
     from .human import HumanAgent
@@ -72,14 +72,15 @@ def make_agent(
     return HumanAgent(*terminal)
 
 
-def _llm_agent(plan: RunPlan, llms: LlmChoices, config: Path) -> Agent:
+def _llm_agent(plan: RunPlan, llms: LlmChoices, config: Path, workspace: Path) -> Agent:
     try:
         import openai  # noqa: F401
     except ImportError:
         raise AgentError("`--agent llm` needs the openai package: pip install 'todoflow[llm]'") from None
     from .llm import LlmAgent
     from .llm_config import LlmConfig, check_plan, load_config
+    from .workspace_tools import WorkspaceTools
 
     found = LlmConfig(load_config(config, None, None).providers, llms)
     check_plan(plan, found)
-    return LlmAgent(found)
+    return LlmAgent(found, toolsets=(WorkspaceTools(workspace),))

@@ -1,0 +1,175 @@
+"""The LLM agent with its workspace tools, through `todoflow run --agent llm` against the
+fake OpenAI-compatible server on loopback: the model writes the expected files itself
+(the fake never touches the workspace), ways out of the workspace come back refused and
+the run goes on, every call is audited, and a broken or stalled server is a clear,
+resumable stop."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ...conftest import run_cli
+from ...support.fake_model import FakeModel
+
+SECRET = "sk-test-tools-0123456789-never-in-a-command"
+FLOW = """\
+workflow w "W" {
+    llm fake "m"
+    todo_task build "Build" {
+        description "Build the app."
+        route compile "Compile" when "To compile the sources" {
+            regular compiler "Compiler" {
+                description "Compile the sources into dist/app."
+                expect file "dist/app"
+            }
+        }
+        tasks {
+            "Compile it" => "dist/app exists"
+        }
+    }
+    regular docs "Document" {
+        description "Write the README."
+        expect file "README.md"
+    }
+}
+"""
+
+
+def _call(tool: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool": tool, "arguments": arguments}
+
+
+def _project(tmp_path: Path, fake: FakeModel, tools: str = "") -> Path:
+    (tmp_path / "flow.todoflow").write_text(FLOW)
+    (tmp_path / "todoflow.toml").write_text(
+        f'[llm.providers.fake]\nbase_url = "{fake.url}"\napi_key_env = "FAKE_KEY"\n{tools}'
+    )
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (tmp_path / "outside.txt").write_text("TOPSECRET")
+    (workspace / "out").symlink_to(tmp_path)
+    return workspace
+
+
+def _run(tmp_path: Path, *more: str) -> Any:
+    return run_cli(
+        "run", "flow.todoflow", "--agent", "llm", "--workspace", "workspace", *more,
+        cwd=tmp_path, env={"FAKE_KEY": SECRET},
+    )  # fmt: skip
+
+
+def _results(fake: FakeModel, index: int) -> list[str]:
+    """The tool results request `index` carried (what the model was told of its calls)."""
+    return [m["content"] for m in fake.requests[index]["body"]["messages"] if m["role"] == "tool"]
+
+
+def test_a_model_writes_the_expected_files_through_its_tools(tmp_path: Path) -> None:
+    script = [
+        _call(
+            "submit_todo_task_result",
+            next_action="delegate",
+            selected_route_id="compile",
+            todo_id_to_execute="todo_1",
+            instructions_to_sub_agent="Put the binary in dist/app.",
+        ),
+        [_call("read_file", path="../outside.txt"), _call("read_file", path=str(tmp_path / "outside.txt"))],
+        [_call("read_file", path="out/outside.txt"), _call("run_command", command="echo hi > dist/app")],
+        _call("write_file", path="dist/app", content="binary v1\n"),
+        _call("complete_todo", result="built", evidence="dist/app written"),
+        _call(
+            "submit_tasks",
+            tasks=[{"action": "write", "expected_result": "README"}],
+            progress_checklist_outcome="1",
+        ),
+        _call("write_file", path="README.md", content="run dist/app\n"),
+        _call("edit_file", path="README.md", old_string="run", new_string="Run"),
+        [
+            _call("read_file", path="README.md"),
+            _call("complete_todo", todo_id="todo_1", result="ok", evidence="README.md"),
+        ],
+    ]
+    with FakeModel(script) as fake:
+        workspace = _project(tmp_path, fake)
+        done = _run(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert fake.unused() == 0 and not fake.unexpected
+    assert (workspace / "dist" / "app").read_text() == "binary v1\n"
+    assert (workspace / "README.md").read_text() == "Run dist/app\n"
+    refusals = _results(fake, 3)  # a conversation keeps what it was told
+    assert refusals[:3] == [
+        "refused: `../outside.txt` resolves outside the workspace",
+        f"refused: `{tmp_path / 'outside.txt'}` resolves outside the workspace",
+        "refused: `out/outside.txt` resolves outside the workspace",
+    ]
+    assert refusals[3].startswith("refused: `run_command` is not a tool here")
+    assert not any("TOPSECRET" in json.dumps(r["body"]) for r in fake.requests)
+    # the tools offered: the decision tools, then the workspace's (no shell: it is off)
+    names = [t["function"]["name"] for t in fake.requests[1]["body"]["tools"]]
+    assert names == [
+        "complete_todo", "update_todo", "report_failure",
+        "read_file", "write_file", "edit_file", "list_files", "search_files",
+    ]  # fmt: skip
+    (run,) = (tmp_path / ".todoflow" / "runs").iterdir()
+    audited = [e for e in _events(run) if e["event"] == "ToolCalled"]
+    assert [(e["agent"], e["tool"], e["refused"]) for e in audited] == [
+        ("compile", "read_file", True),
+        ("compile", "read_file", True),
+        ("compile", "read_file", True),
+        ("compile", "write_file", False),
+        ("orchestrator", "write_file", False),
+        ("orchestrator", "edit_file", False),
+        ("orchestrator", "read_file", False),
+    ]  # run_command is no tool here: refused by the agent, not a toolset's call
+    assert audited[3]["file"] == "dist/app" and audited[3]["todo"] == "todo_1"
+    assert audited[5]["file_sha256"] == _sha256(b"Run dist/app\n")
+    assert all(len(e["arguments_sha256"]) == 64 and e["arguments_bytes"] > 0 for e in audited)
+    log = run_cli("log", run.name, cwd=tmp_path).stdout
+    assert "tool: compile called write_file (" in log and ": dist/app sha256 " in log
+    rows = json.loads(run_cli("log", run.name, "--json", cwd=tmp_path).stdout)
+    calls = [c for step in rows["steps"] for it in step["iterations"] for c in it.get("tool_calls", [])]
+    assert len(calls) == 7
+
+
+def test_the_shell_when_allowed_runs_in_the_workspace_without_the_key(tmp_path: Path) -> None:
+    script = [
+        _call(
+            "submit_tasks",
+            tasks=[{"action": "write", "expected_result": "README"}],
+            progress_checklist_outcome="1",
+        ),
+        _call("run_command", command="pwd > README.md; env >> README.md"),
+        _call("complete_todo", todo_id="todo_1", result="ok", evidence="README.md"),
+    ]
+    flow = FLOW[: FLOW.index("    todo_task")] + FLOW[FLOW.index("    regular docs") :]
+    with FakeModel(script) as fake:
+        workspace = _project(tmp_path, fake, "[tools]\nshell = true\nshell_timeout_s = 30\n")
+        (tmp_path / "flow.todoflow").write_text(flow)
+        done = _run(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    written = (workspace / "README.md").read_text()
+    assert written.startswith(f"{workspace}\n") and SECRET not in written and "FAKE_KEY" not in written
+    assert "exit code: 0" in _results(fake, 2)[0]
+    (run,) = (tmp_path / ".todoflow" / "runs").iterdir()
+    (called,) = [e for e in _events(run) if e["event"] == "ToolCalled"]
+    assert called["command"] == "pwd > README.md; env >> README.md" and called["exit_code"] == 0
+
+
+def _events(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FAKE_KEY", raising=False)
+    assert "FAKE_KEY" not in os.environ

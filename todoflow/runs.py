@@ -12,6 +12,7 @@ stopped or is blocked and can be resumed (the command to do it is printed).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shlex
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from todoflow.runtime.engine import Engine
     from todoflow.runtime.llm_choice import LlmChoices
     from todoflow.runtime.plan import RunPlan
-    from todoflow.runtime.store.base import Runs
+    from todoflow.runtime.store.base import RunMeta, Runs
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_RESUMABLE = 0, 1, 2, 3
 STORE = "TODOFLOW_STORE"  # the store location when neither --store nor --run-dir is given
@@ -82,6 +83,16 @@ def _run_parser(commands: Any) -> argparse.ArgumentParser:
         "--fast-path-only",
         action="store_true",
         help="learn_code: a missing or failing main.py is an error, with no fallback to the orchestrator",
+    )
+    run.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the configuration file (default: todoflow.toml found from the workflow's folder up)",
+    )
+    run.add_argument(
+        "--allow-shell",
+        action="store_true",
+        help="--agent llm: offer the model `run_command` (as `[tools] shell = true` does)",
     )
     run.add_argument("--show-prompts", action="store_true", help="print each directive's rendered prompt")
     run.add_argument(
@@ -188,11 +199,16 @@ def _start(args: argparse.Namespace, spec: AgentSpec) -> int:
             print(f"note: step `{step_id}`: {note}", file=sys.stderr)
     llms = choices_from(args.preset_llm, args.llm)
     folder = Path(definition.source).parent
+    config = None
     if spec.kind == "llm":  # the models of the options, the environment, then the configuration
         from todoflow.runtime.agents.llm_config import load_config
 
-        llms = load_config(folder, args.llm, args.preset_llm).choices
-    agent = _agent(spec, definition.plan, llms, Path(args.workspace), folder)  # before anything is made
+        read = load_config(folder, args.llm, args.preset_llm, file=_config_file(args))
+        llms, source = read.choices, read.source
+        if source.path is not None and source.sha256 is not None:
+            config = (str(source.path), source.sha256)
+        args.config = config[0] if config else None
+    agent = _agent(spec, definition.plan, llms, Path(args.workspace), folder, args)  # before anything is made
     runs = runs_at(where(args))
     engine = process.start(
         definition,
@@ -203,6 +219,7 @@ def _start(args: argparse.Namespace, spec: AgentSpec) -> int:
         llms=llms,
         agent=str(spec),
         fast_path_only=args.fast_path_only,
+        config=config,
     )
     print(f"started {engine.process_id} ({_shown(where(args), engine.process_id)})", file=sys.stderr)
     return _drive(args, runs, engine, agent)
@@ -226,9 +243,11 @@ def _resume(args: argparse.Namespace, given: AgentSpec | None) -> int:
     engine = process.open_process(runs, args.resume)[0]
     spec = given or AgentSpec.parse(meta.agent or "human")
     folder = Path(meta.source).parent if Path(meta.source).is_absolute() else Path(meta.workspace)
+    args.config = args.config or meta.config  # the configuration the run started with
+    _config_changed(meta, args.config)
     try:
         engine.directive()  # a damaged run is refused first, saying what is wrong
-        agent = _agent(spec, engine.plan, engine.llms, engine.workspace, folder)
+        agent = _agent(spec, engine.plan, engine.llms, engine.workspace, folder, args)
     except BaseException:
         engine.close()
         raise
@@ -244,10 +263,37 @@ def _resume(args: argparse.Namespace, given: AgentSpec | None) -> int:
     return _drive(args, runs, engine, agent)
 
 
-def _agent(spec: AgentSpec, plan: RunPlan, llms: LlmChoices, workspace: Path, folder: Path) -> Agent:
+def _agent(
+    spec: AgentSpec, plan: RunPlan, llms: LlmChoices, workspace: Path, folder: Path, args: argparse.Namespace
+) -> Agent:
     from todoflow.runtime.agents.spec import make_agent
 
-    return make_agent(spec, plan, llms, workspace=workspace, config=folder, terminal=(sys.stdin, sys.stdout))
+    return make_agent(
+        spec,
+        plan,
+        llms,
+        workspace=workspace,
+        config=folder,
+        terminal=(sys.stdin, sys.stdout),
+        config_file=_config_file(args),
+        allow_shell=args.allow_shell,
+    )
+
+
+def _config_file(args: argparse.Namespace) -> Path | None:
+    return Path(args.config) if args.config else None
+
+
+def _config_changed(meta: RunMeta, path: str | None) -> None:
+    """A note when the configuration the run started with is gone or changed since."""
+    if meta.config is None or path != meta.config:
+        return
+    try:
+        now = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        now = None
+    if now != meta.config_sha256:
+        print(f"note: {path} changed since the run started (or is gone)", file=sys.stderr)
 
 
 def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -> int:

@@ -81,11 +81,6 @@ def test_a_model_writes_the_expected_files_through_its_tools(tmp_path: Path) -> 
         [_call("read_file", path="out/outside.txt"), _call("run_command", command="echo hi > dist/app")],
         _call("write_file", path="dist/app", content="binary v1\n"),
         _call("complete_todo", result="built", evidence="dist/app written"),
-        _call(
-            "submit_tasks",
-            tasks=[{"action": "write", "expected_result": "README"}],
-            progress_checklist_outcome="1",
-        ),
         _call("write_file", path="README.md", content="run dist/app\n"),
         _call("edit_file", path="README.md", old_string="run", new_string="Run"),
         [
@@ -137,11 +132,6 @@ def test_a_model_writes_the_expected_files_through_its_tools(tmp_path: Path) -> 
 
 def test_the_shell_when_allowed_runs_in_the_workspace_without_the_key(tmp_path: Path) -> None:
     script = [
-        _call(
-            "submit_tasks",
-            tasks=[{"action": "write", "expected_result": "README"}],
-            progress_checklist_outcome="1",
-        ),
         _call("run_command", command="pwd > README.md; env >> README.md"),
         _call("complete_todo", todo_id="todo_1", result="ok", evidence="README.md"),
     ]
@@ -153,7 +143,7 @@ def test_the_shell_when_allowed_runs_in_the_workspace_without_the_key(tmp_path: 
     assert done.returncode == 0, done.stdout + done.stderr
     written = (workspace / "README.md").read_text()
     assert written.startswith(f"{workspace}\n") and SECRET not in written and "FAKE_KEY" not in written
-    assert "exit code: 0" in _results(fake, 2)[0]
+    assert "exit code: 0" in _results(fake, 1)[0]
     (run,) = (tmp_path / ".todoflow" / "runs").iterdir()
     (called,) = [e for e in _events(run) if e["event"] == "ToolCalled"]
     assert called["command"] == "pwd > README.md; env >> README.md" and called["exit_code"] == 0
@@ -173,3 +163,43 @@ def _sha256(data: bytes) -> str:
 def _no_inherited_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FAKE_KEY", raising=False)
     assert "FAKE_KEY" not in os.environ
+
+
+def test_the_configuration_refuses_unknown_keys_and_is_recorded(tmp_path: Path) -> None:
+    from todoflow.runtime.agents.llm_config import LlmConfigError, load_config
+
+    (tmp_path / "todoflow.toml").write_text("[tools]\nshell = true\nshel_timeout = 5\n")
+    with pytest.raises(
+        LlmConfigError, match=r"\[tools\] has no `shel_timeout`; it knows `shell`, `shell_timeout_s`"
+    ):
+        load_config(tmp_path, None, None)
+    (tmp_path / "todoflow.toml").write_text('[llms]\ndefault = "x:y"\n')
+    with pytest.raises(
+        LlmConfigError, match="the configuration has no `llms`; it knows `llm`, `tools`, `mcp`"
+    ):
+        load_config(tmp_path, None, None)
+    other = tmp_path / "elsewhere.toml"
+    other.write_text('[tools]\nshell_timeout_s = 30\n[mcp.servers.t]\ncommand = "python"\n')
+    read = load_config(tmp_path, None, None, file=other)
+    assert read.tools.shell_timeout_s == 30 and not read.tools.shell
+    assert read.mcp == {"servers": {"t": {"command": "python"}}}  # kept raw, for the MCP servers' reader
+    assert read.source.path == other.resolve() and read.source.sha256 == _sha256(other.read_bytes())
+
+
+def test_allow_shell_and_a_named_configuration_on_the_command_line(tmp_path: Path) -> None:
+    script = [
+        _call("run_command", command="echo made > README.md"),
+        _call("complete_todo", todo_id="todo_1", result="ok", evidence="README.md"),
+    ]
+    flow = FLOW[: FLOW.index("    todo_task")] + FLOW[FLOW.index("    regular docs") :]
+    with FakeModel(script) as fake:
+        workspace = _project(tmp_path, fake)
+        (tmp_path / "todoflow.toml").rename(tmp_path / "models.toml")
+        (tmp_path / "flow.todoflow").write_text(flow)
+        done = _run(tmp_path, "--config", "models.toml", "--allow-shell")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (workspace / "README.md").read_text() == "made\n"
+    (run,) = (tmp_path / ".todoflow" / "runs").iterdir()
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["config"] == str((tmp_path / "models.toml").resolve())
+    assert meta["config_sha256"] == _sha256((tmp_path / "models.toml").read_bytes())

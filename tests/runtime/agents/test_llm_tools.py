@@ -203,3 +203,84 @@ def test_allow_shell_and_a_named_configuration_on_the_command_line(tmp_path: Pat
     meta = json.loads((run / "run.json").read_text())
     assert meta["config"] == str((tmp_path / "models.toml").resolve())
     assert meta["config_sha256"] == _sha256((tmp_path / "models.toml").read_bytes())
+
+
+TIDY = 'workflow w "W" {\n    llm fake "m"\n    regular a "A" {\n        description "Tidy."\n    }\n}\n'
+
+
+def _agent(fake: FakeModel, monkeypatch: pytest.MonkeyPatch, workspace: Path) -> Any:
+    from todoflow.runtime.agents.llm import LlmAgent
+    from todoflow.runtime.agents.llm_config import LlmConfig, Provider
+    from todoflow.runtime.agents.workspace_tools import WorkspaceTools
+    from todoflow.runtime.llm_choice import LlmChoices
+
+    monkeypatch.setenv("FAKE_KEY", SECRET)
+    config = LlmConfig({"fake": Provider("fake", fake.url, "FAKE_KEY")}, LlmChoices())
+    return LlmAgent(config, toolsets=(WorkspaceTools(workspace),))
+
+
+DONE = _call("complete_todo", todo_id="todo_1", result="ok", evidence="tidied")
+MALFORMED = [
+    (
+        {"raw": "<html><body>502 Bad Gateway</body></html>", "content_type": "text/html"},
+        "not a chat completion",
+    ),
+    ({"raw": "{not json", "content_type": "application/json"}, "the body is not JSON"),
+    ({"choices": []}, "its `choices` is empty"),
+    ({"choices": [{"index": 0, "message": None, "finish_reason": "stop"}]}, "its message is null"),
+    ({"raw": "x" * 60, "content_type": "application/json", "trickle_s": 0.05}, "did not answer within"),
+]
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"), MALFORMED, ids=["html", "not-json", "no-choices", "null", "trickle"]
+)
+def test_a_malformed_or_stalled_response_is_a_clear_resumable_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: dict[str, Any], said: str
+) -> None:
+    import io
+
+    from todoflow.runtime.agents import llm
+    from todoflow.runtime.agents.driver import drive
+
+    from ...support.runtime_helpers import start
+
+    monkeypatch.setattr(llm, "REQUEST_DEADLINE_S", 1.0)
+    engine, _ = start(tmp_path, TIDY)
+    out = io.StringIO()
+    with FakeModel([answer]) as fake:
+        assert drive(engine, _agent(fake, monkeypatch, tmp_path / "workspace"), out) == "stopped"
+    assert "stopped: " in out.getvalue() and said in out.getvalue()
+    assert "the model server of provider `fake`" in out.getvalue() or "model call failed" in out.getvalue()
+    with FakeModel([DONE]) as fake:  # resumed: it goes on
+        assert drive(engine, _agent(fake, monkeypatch, tmp_path / "workspace"), io.StringIO()) == "complete"
+    engine.close()
+
+
+def test_tool_calls_are_bounded_per_message_and_by_argument_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import time
+
+    from todoflow.runtime.agents.driver import drive
+    from todoflow.runtime.agents.llm_tools import MAX_ARGUMENT_BYTES, MAX_CALLS_PER_MESSAGE
+
+    from ...support.runtime_helpers import start
+
+    engine, store = start(tmp_path, TIDY)
+    (tmp_path / "workspace" / "a.txt").write_text("a\n")
+    reads = [_call("read_file", path="a.txt")] * 3000
+    huge = _call("write_file", path="big.txt", content="x" * (MAX_ARGUMENT_BYTES + 1))
+    started = time.monotonic()
+    with FakeModel([reads, huge, DONE]) as fake:
+        assert drive(engine, _agent(fake, monkeypatch, tmp_path / "workspace"), io.StringIO()) == "complete"
+    engine.close()
+    assert time.monotonic() - started < 60
+    results = _results(fake, 1)
+    assert len(results) == 3000 and results.count("     1\ta") == MAX_CALLS_PER_MESSAGE
+    assert results[-1] == f"not run: at most {MAX_CALLS_PER_MESSAGE} tool calls run per message"
+    assert _results(fake, 2)[-1].startswith("refused: the arguments are ")
+    assert not (tmp_path / "workspace" / "big.txt").exists()
+    audited = [e for e in _events(store.folder) if e["event"] == "ToolCalled"]
+    assert len(audited) == MAX_CALLS_PER_MESSAGE  # the oversized call ran nothing

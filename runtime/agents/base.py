@@ -11,7 +11,7 @@ todo_task step's work node, and the delegated sub-agent at its `delegated` node.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ..directive import Directive
 from ..llm_choice import Spent
@@ -41,4 +41,13 @@ class Agent(Protocol):
 
     def spent(self) -> Sequence[Spent]:
         """The model and tool calls made since last asked (the driver journals them)."""
+        ...
+
+
+@runtime_checkable
+class OffersTools(Protocol):
+    """An agent that calls tools (the LLM agent): what it is offered at a directive."""
+
+    def offered_tools(self, directive: Directive) -> str:
+        """`tools: [...]`, after `todo: todo_<N>` when the directive has a todo."""
         ...

@@ -294,6 +294,7 @@ class LlmAgent:
         """Answer what is owed (a refusal, or what the last action led to), then show the
         directive's prompt if it is new to this conversation."""
         prompt = "\n".join(text for kind, text in directive.prompt_parts() if kind != "orchestrator_system")
+        prompt = f"{prompt.rstrip()}\n\n{self.offered_tools(directive)}\n"
         if self._refusal is not None and self._refusal[0] == key:
             conversation.answer(f"refused: {self._refusal[1]}")
             self._refusal = None
@@ -370,6 +371,12 @@ class LlmAgent:
 
     def _offered(self, directive: Directive) -> list[str]:
         return [*offered(directive), *self.tools.names()]
+
+    def offered_tools(self, directive: Directive) -> str:
+        """The directive's last lines for the model: its todo, and the tools it may call
+        (`--show-prompts` prints them too)."""
+        todo = f"todo: {directive.todo_id}\n" if directive.todo_id else ""
+        return f"{todo}tools: [{', '.join(self._offered(directive))}]"
 
     def close(self) -> None:
         """Releases the toolsets (a command still running is killed with its group)."""

@@ -193,29 +193,41 @@ def _read_file(tools: WorkspaceTools, call: ReadFile, deadline: float) -> ToolOu
     if not path.exists():
         return _refused(f"`{call.path}` does not exist in the workspace")
     bounds = tools.bounds
-    limit = min(call.limit, bounds.read_lines)
     with path.open("rb") as handle:
         if b"\0" in handle.read(8192):
             return ToolOutcome(f"`{call.path}` is a binary file ({path.stat().st_size:,} bytes); not shown")
         handle.seek(0)
-        shown: list[str] = []
-        size, number, more = 0, 0, False
-        for number, raw in enumerate(handle, start=1):
-            if number < call.offset:
-                continue
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            if len(shown) == limit or size + len(raw) > bounds.read_bytes:
-                more = True
-                break
-            shown.append(f"{number:6}\t{line}")
-            size += len(raw)
-    if not shown and call.offset > 1:
-        return ToolOutcome(f"`{call.path}` has {number} lines; offset {call.offset} is past its end")
-    text = "\n".join(shown)
+        for skipped in range(call.offset - 1):
+            if not handle.readline():
+                return ToolOutcome(f"`{call.path}` has {skipped} lines; offset {call.offset} is past its end")
+        chunk = handle.read(bounds.read_bytes + 1)  # one read and one decode, not one per line
+    lines, more = _lines(chunk, min(call.limit, bounds.read_lines), bounds.read_bytes)
+    if not lines:
+        return ToolOutcome(
+            f"`{call.path}` is empty" if call.offset == 1 else f"`{call.path}` ends before line {call.offset}"
+        )
+    text = "\n".join(f"{number:6}\t{line}" for number, line in enumerate(lines, start=call.offset))
     if more:
-        following = call.offset + len(shown)
+        following = call.offset + len(lines)
         text += f"\n[cut: the file goes on; call read_file with offset={following} to read on]"
-    return ToolOutcome(text or f"`{call.path}` is empty")
+    return ToolOutcome(text)
+
+
+def _lines(chunk: bytes, limit: int, size: int) -> tuple[list[str], bool]:
+    """The whole lines of `chunk` within `size` bytes and `limit` lines (a first line
+    longer than `size` is cut), and whether the file goes on after them."""
+    more = len(chunk) > size
+    if more:
+        cut = chunk.rfind(b"\n", 0, size)
+        chunk = chunk[: cut + 1] if cut >= 0 else chunk[:size]
+    lines = chunk.decode("utf-8", errors="replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) > limit:
+        lines, more = lines[:limit], True
+    if b"\r" in chunk:  # Windows line ends: shown without their carriage return
+        lines = [line.removesuffix("\r") for line in lines]
+    return lines, more
 
 
 def _write_file(tools: WorkspaceTools, call: WriteFile, deadline: float) -> ToolOutcome:

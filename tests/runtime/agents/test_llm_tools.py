@@ -40,6 +40,9 @@ workflow w "W" {
 """
 
 
+WORKSPACE_TOOLS = "read_file, write_file, edit_file, list_files, search_files"
+
+
 def _call(tool: str, **arguments: Any) -> dict[str, Any]:
     return {"tool": tool, "arguments": arguments}
 
@@ -284,3 +287,30 @@ def test_tool_calls_are_bounded_per_message_and_by_argument_size(
     assert not (tmp_path / "workspace" / "big.txt").exists()
     audited = [e for e in _events(store.folder) if e["event"] == "ToolCalled"]
     assert len(audited) == MAX_CALLS_PER_MESSAGE  # the oversized call ran nothing
+
+
+def test_the_prompts_carry_the_todo_and_name_the_tools_offered(tmp_path: Path) -> None:
+    script = [
+        _call(
+            "submit_todo_task_result",
+            next_action="delegate",
+            selected_route_id="compile",
+            todo_id_to_execute="todo_1",
+            instructions_to_sub_agent="Put the binary in dist/app.",
+        ),
+        _call("write_file", path="dist/app", content="binary\n"),
+        _call("complete_todo", result="built", evidence="dist/app written"),
+        _call("write_file", path="README.md", content="run dist/app\n"),
+        _call("complete_todo", todo_id="todo_1", result="ok", evidence="README.md"),
+    ]
+    with FakeModel(script) as fake:
+        _project(tmp_path, fake)
+        done = _run(tmp_path, "--show-prompts")
+    assert done.returncode == 0, done.stdout + done.stderr
+    sub = fake.texts(1)
+    assert "Your todo: todo_1." in sub and "call `complete_todo` with `evidence`" in sub
+    assert "call `report_failure` with the reason" in sub and "`failed`" not in sub
+    tools = "complete_todo, update_todo, report_failure, " + WORKSPACE_TOOLS
+    assert sub.rstrip().endswith(f"todo: todo_1\ntools: [{tools}]")
+    assert "Confirm with `complete_todo`" in fake.texts(3)
+    assert f"todo: todo_1\ntools: [{tools}]" in done.stdout  # --show-prompts shows them too

@@ -297,6 +297,7 @@ def _config_changed(meta: RunMeta, path: str | None) -> None:
 
 
 def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -> int:
+    from todoflow.runtime.agents.base import OffersTools
     from todoflow.runtime.agents.driver import drive
     from todoflow.runtime.agents.scripted import ScriptedAgent
 
@@ -314,6 +315,8 @@ def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -
         finally:
             if live is not None:
                 live.close()
+            if isinstance(agent, OffersTools):  # its toolsets: a command still running is killed
+                agent.close()
         left = (
             agent.unused(engine.directive())
             if isinstance(agent, ScriptedAgent) and outcome == "complete"

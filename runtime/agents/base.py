@@ -46,8 +46,13 @@ class Agent(Protocol):
 
 @runtime_checkable
 class OffersTools(Protocol):
-    """An agent that calls tools (the LLM agent): what it is offered at a directive."""
+    """An agent that calls tools (the LLM agent): what it is offered at a directive, and
+    its toolsets released when the run stops."""
 
     def offered_tools(self, directive: Directive) -> str:
         """`tools: [...]`, after `todo: todo_<N>` when the directive has a todo."""
+        ...
+
+    def close(self) -> None:
+        """Releases its toolsets (a command still running is killed with its group)."""
         ...

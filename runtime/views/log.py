@@ -347,7 +347,7 @@ def _iteration_text(iteration: Mapping[str, Any]) -> list[str]:
         model = f"{call['provider']}:{call['model_id']} ({call['rule']})"
         out.append(f"   model: {call['agent']} asked {model}, {tokens}")
     for call in iteration.get("tool_calls", []):
-        out.append(f"   tool: {_tool_line(call)}")
+        out.append(f"   tool: {tool_line(call)}")
     if "learning_id" in iteration:
         out.append(f"   learning recorded: {iteration['learning_id']}")
     if "after" in iteration:
@@ -356,7 +356,7 @@ def _iteration_text(iteration: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _tool_line(call: Mapping[str, Any]) -> str:
+def tool_line(call: Mapping[str, Any]) -> str:
     """`generic called write_file (312 bytes in, 40 out, 3 ms): dist/app sha256 1a2b3c4d…`."""
     sizes = f"{call['arguments_bytes']} bytes in, {call['result_bytes']} out, {call['duration_ms']} ms"
     line = f"{call['agent']} called {call['tool']} ({sizes})"

@@ -7,7 +7,6 @@ resumable stop."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +130,9 @@ def test_a_model_writes_the_expected_files_through_its_tools(tmp_path: Path) -> 
     rows = json.loads(run_cli("log", run.name, "--json", cwd=tmp_path).stdout)
     calls = [c for step in rows["steps"] for it in step["iterations"] for c in it.get("tool_calls", [])]
     assert len(calls) == 7
+    report = run_cli("report", run.name, "-o", "report.html", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    assert "compile called write_file (" in (tmp_path / "report.html").read_text()
 
 
 def test_the_shell_when_allowed_runs_in_the_workspace_without_the_key(tmp_path: Path) -> None:
@@ -160,12 +162,6 @@ def _sha256(data: bytes) -> str:
     import hashlib
 
     return hashlib.sha256(data).hexdigest()
-
-
-@pytest.fixture(autouse=True)
-def _no_inherited_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("FAKE_KEY", raising=False)
-    assert "FAKE_KEY" not in os.environ
 
 
 def test_the_configuration_refuses_unknown_keys_and_is_recorded(tmp_path: Path) -> None:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from todoflow.runtime.agents.toolbox import ToolOutcome, ToolSpec
 from todoflow.runtime.agents.workspace_tools import Bounds, WorkspaceTools
 
 
@@ -160,3 +163,51 @@ def test_run_command_output_is_cut_to_its_bound(workspace: Path) -> None:
     tools = WorkspaceTools(workspace, shell=True, bounds=Bounds(output_bytes=100))
     content, _, _ = _call(tools, "run_command", command="yes | head -c 10000")
     assert "[... 9,900 bytes cut ...]" in content and len(content) < 400
+
+
+def test_close_kills_a_command_still_running(workspace: Path) -> None:
+    import threading
+
+    tools = WorkspaceTools(workspace, shell=True)
+    done: list[str] = []
+    worker = threading.Thread(target=lambda: done.append(_call(tools, "run_command", command="sleep 60")[0]))
+    worker.start()
+    deadline = time.monotonic() + 10
+    while not tools.running and time.monotonic() < deadline:
+        time.sleep(0.02)
+    tools.close()  # the run stops
+    worker.join(10)
+    assert done and done[0].startswith("exit code: -9")
+
+
+def test_the_agent_stops_at_its_tool_call_bounds() -> None:
+    from todoflow.runtime.agents import llm_tools
+    from todoflow.runtime.agents.llm_tools import Tools
+
+    class Echo:
+        def specs(self) -> tuple[ToolSpec, ...]:
+            return (ToolSpec("echo", "Echo.", {"type": "object", "properties": {}}),)
+
+        def call(self, name: str, arguments: Mapping[str, Any], deadline: float) -> ToolOutcome:
+            return ToolOutcome("echo")
+
+        def close(self) -> None:
+            """Nothing held."""
+
+    tools = Tools((Echo(),), frozenset({"complete_todo"}))
+    tools.begin_turn("a")
+    for _ in range(llm_tools.MAX_CALLS_PER_TURN):
+        assert tools.exhausted() is None
+        tools.call("echo", {}, "orchestrator", None)
+    assert (
+        tools.exhausted()
+        == f"the model made {llm_tools.MAX_CALLS_PER_TURN} tool calls in one turn without a decision"
+    )
+    for _ in range(llm_tools.MAX_CALLS_PER_STEP // llm_tools.MAX_CALLS_PER_TURN - 1):
+        tools.begin_turn("a")
+        for _ in range(llm_tools.MAX_CALLS_PER_TURN):
+            tools.call("echo", {}, "orchestrator", None)
+    tools.begin_turn("a")
+    assert tools.exhausted() == f"the model made {llm_tools.MAX_CALLS_PER_STEP} tool calls in step `a`"
+    tools.begin_turn("b")  # another step: counted afresh
+    assert tools.exhausted() is None

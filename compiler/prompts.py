@@ -88,6 +88,7 @@ CONTEXTS: Mapping[str, Mapping[str, str]] = {
         "workflow": "workflow",
         "step": "step",
         "route": "route",
+        "todo_id": "str",
         "instructions": "str",
         "success_criteria": "str",
         "limits": "limits",

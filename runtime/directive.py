@@ -254,6 +254,7 @@ class Directive:
             "workflow": self.workflow,
             "step": step,
             "route": route_record,
+            "todo_id": f"todo_{delegation.position}",
             "instructions": delegation.instructions,
             "success_criteria": delegation.success_criteria or "",
             "limits": LIMITS,

@@ -26,9 +26,9 @@ from todoflow.dsl.nodes import replace
 
 from . import orchestrator
 from .directive import Directive
-from .entries import Confirm, Entry, Head, LlmCall, RaiseTurns, Revise, SubmitTasks, Teleport
+from .entries import Confirm, Entry, Head, LlmCall, RaiseTurns, Revise, SubmitTasks, Teleport, ToolCalled
 from .events import todos
-from .llm_choice import LlmChoices, Usage
+from .llm_choice import LlmChoices, Spent, ToolUse, Usage
 from .plan import Task
 from .redaction import redacted
 from .replies import (
@@ -160,7 +160,7 @@ class Engine:
             return todos(step, state)
 
     def step(
-        self, attempt: str, data: Mapping[str, Any], by: str = "agent", usage: Sequence[Usage] = ()
+        self, attempt: str, data: Mapping[str, Any], by: str = "agent", usage: Sequence[Spent] = ()
     ) -> Directive:
         """Apply one reply (or todo tool call); returns the next directive, or raises `Refusal`.
 
@@ -171,7 +171,7 @@ class Engine:
         return _retried(lambda cached: self._step(request, data, by, usage, cached), self.store.shared)
 
     def _step(
-        self, request: Request, data: Mapping[str, Any], by: str, usage: Sequence[Usage], cached: bool
+        self, request: Request, data: Mapping[str, Any], by: str, usage: Sequence[Spent], cached: bool
     ) -> Directive:
         """One try. On a state the store knew (`cached`), a reply that would not be applied
         is refused only if that state is still current; else it is looked at again on the
@@ -205,23 +205,12 @@ class Engine:
             self.store.commit([*spent, applied], after, request)
             return self._directive(after)
 
-    def _calls(self, state: ProcessState, usage: Sequence[Usage]) -> tuple[list[Applied], ProcessState]:
-        """The model calls as journal entries, folded into the state."""
+    def _calls(self, state: ProcessState, usage: Sequence[Spent]) -> tuple[list[Applied], ProcessState]:
+        """The model and tool calls as journal entries, folded into the state."""
         applied = []
         for call in usage:
-            entry = LlmCall(
-                seq=state.seq + 1,
-                at=self.clock(),
-                by="driver",
-                step=state.step_id or "",
-                agent=call.agent,
-                provider=call.llm.provider,
-                model_id=call.llm.model_id,
-                rule=call.rule,
-                prompt_tokens=call.prompt_tokens,
-                completion_tokens=call.completion_tokens,
-                latency_ms=call.latency_ms,
-            )
+            head = Head(seq=state.seq + 1, at=self.clock(), by="driver", step=state.step_id or "")
+            entry = _tool_called(head, call) if isinstance(call, ToolUse) else _llm_call(head, call)
             applied.append(self._applied(state, entry))
             state = applied[-1].settled
         return applied, state
@@ -240,11 +229,11 @@ class Engine:
             entry = make(state.seq + 1, self.clock())
             return self._commit(self._applied(state, entry))
 
-    def record_usage(self, attempt: str, usage: Sequence[Usage]) -> Directive:
+    def record_usage(self, attempt: str, usage: Sequence[Spent]) -> Directive:
         """Journal model calls that led to no reply (an agent that stopped)."""
         return _retried(lambda _: self._record_usage(attempt, usage))
 
-    def _record_usage(self, attempt: str, usage: Sequence[Usage]) -> Directive:
+    def _record_usage(self, attempt: str, usage: Sequence[Spent]) -> Directive:
         with self.store.locked() as state:
             if attempt != attempt_id(self.process_id, state.seq) or state.finished:
                 raise Refusal(
@@ -391,3 +380,40 @@ def _check_ready(reply: IntakeReply, ready: tuple[Task, ...]) -> None:
                 raise InvalidReply(
                     f"tasks[{index}].{field} differs from the ready checklist; pass its wording on unchanged"
                 )
+
+
+def _llm_call(head: Head, call: Usage) -> LlmCall:
+    return LlmCall(
+        **head,
+        agent=call.agent,
+        provider=call.llm.provider,
+        model_id=call.llm.model_id,
+        rule=call.rule,
+        prompt_tokens=call.prompt_tokens,
+        completion_tokens=call.completion_tokens,
+        latency_ms=call.latency_ms,
+    )
+
+
+def _tool_called(head: Head, call: ToolUse) -> ToolCalled:
+    detail = call.detail
+    exit_code = detail.get("exit_code")
+    return ToolCalled(
+        **head,
+        agent=call.agent,
+        todo=call.todo,
+        tool=call.tool,
+        arguments_sha256=call.arguments_sha256,
+        arguments_bytes=call.arguments_bytes,
+        result_bytes=call.result_bytes,
+        duration_ms=call.duration_ms,
+        refused=call.refused,
+        file=_text(detail.get("file")),
+        file_sha256=_text(detail.get("sha256")),
+        command=_text(detail.get("command")),
+        exit_code=exit_code if isinstance(exit_code, int) else None,
+    )
+
+
+def _text(value: str | int | None) -> str | None:
+    return None if value is None else str(value)

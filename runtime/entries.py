@@ -229,6 +229,43 @@ class LlmCall:
 
 
 @node
+class ToolCalled:
+    """One tool call of an agent beside its decisions (a workspace tool, an MCP server's):
+    the driver's audit record. The arguments as a digest and a size; a written file and
+    its new sha256; a command line and its exit code. No node moves."""
+
+    TYPE: ClassVar[str] = "tool_called"
+    seq: int
+    at: str
+    by: By
+    step: str
+    agent: str  # `orchestrator`, a route id, or `generic`
+    todo: str | None  # the todo worked on, `todo_<N>`
+    tool: str
+    arguments_sha256: str
+    arguments_bytes: int
+    result_bytes: int
+    duration_ms: int
+    refused: bool
+    file: str | None = None  # write_file, edit_file
+    file_sha256: str | None = None
+    command: str | None = None  # run_command
+    exit_code: int | None = None
+
+
+def tool_detail(entry: ToolCalled) -> dict[str, str | int]:
+    """What a toolset said of a call beyond its sizes (`toolbox.ToolOutcome.detail`), back
+    from the entry that recorded it."""
+    found = {
+        "file": entry.file,
+        "sha256": entry.file_sha256,
+        "command": entry.command,
+        "exit_code": entry.exit_code,
+    }
+    return {key: value for key, value in found.items() if value is not None}
+
+
+@node
 class FastPathStarted:
     """learn_code: the step's `main.py` (its sha256) started, before any model is asked, by
     `runner` (host and process id) in the process group `group`."""
@@ -272,6 +309,7 @@ Entry: TypeAlias = (
     | UpdateTodo
     | RaiseTurns
     | LlmCall
+    | ToolCalled
     | FastPathStarted
     | FastPathFailed
 )
@@ -290,6 +328,7 @@ KINDS: dict[str, type[Any]] = {
         UpdateTodo,
         RaiseTurns,
         LlmCall,
+        ToolCalled,
         FastPathStarted,
         FastPathFailed,
     )

@@ -28,7 +28,9 @@ from .entries import (
     SubAgentFailed,
     SubmitTasks,
     Teleport,
+    ToolCalled,
     UpdateTodo,
+    to_json,
 )
 from .plan import RunPlan, RunStep
 from .state import ProcessState
@@ -242,6 +244,13 @@ def _llm_call(said: Said, entry: LlmCall) -> list[Event]:
         latency_ms=entry.latency_ms,
     )
     return [called]
+
+
+@_derives(ToolCalled)
+def _tool_called(said: Said, entry: ToolCalled) -> list[Event]:
+    """Not one of the seed's events: the audit of an agent's tool call, named as the entry."""
+    fields = {k: v for k, v in to_json(entry).items() if k not in ("seq", "at", "by", "step", "type")}
+    return [said.event("ToolCalled", **{k: v for k, v in fields.items() if v is not None})]
 
 
 def learning_id(process_id: str, seq: int) -> str:

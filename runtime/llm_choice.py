@@ -48,6 +48,27 @@ class Usage:
     latency_ms: int
 
 
+@node
+class ToolUse:
+    """One tool call an agent made beside its decisions (a workspace tool, an MCP server's):
+    journaled by the driver (a `ToolCalled` entry). The arguments are kept as a digest and
+    a size, never whole; `detail` holds a written file and its new sha256, or a command
+    line and its exit code."""
+
+    agent: str  # `orchestrator`, a route id, or `generic`
+    tool: str
+    todo: str | None  # the todo the agent works on, `todo_<N>`
+    arguments_sha256: str
+    arguments_bytes: int
+    result_bytes: int
+    duration_ms: int
+    refused: bool
+    detail: Mapping[str, str | int]
+
+
+Spent = Usage | ToolUse  # what an agent reports to the driver, in the order it happened
+
+
 def select_llm(kind: AgentKind, configs: AgentConfigs, choices: LlmChoices) -> Selection:
     if kind == "conditional" and configs.conditional_llm is not None:
         return Selection(configs.conditional_llm, "step conditional_llm")

@@ -40,6 +40,7 @@ def start(
     llms: LlmChoices | None = None,
     agent: str | None = None,
     fast_path_only: bool = False,
+    config: tuple[str, str] | None = None,
     process_id: str | None = None,
     clock: Clock = utc_now,
 ) -> Engine:
@@ -49,7 +50,8 @@ def start(
     (default: `learnings/` beside the source, or in the workspace for source text): a run
     folder records its learnings there, and a learn_code step's `main.py` is read from it
     whatever the store; `llms` the preset's and the default model; `agent` what drives the
-    run (resume reuses it)."""
+    run (resume reuses it); `config` the path and sha256 of the configuration file the
+    agent read (resume reads it again)."""
     runs = runs_at(where)
     pid = process_id or new_process_id(definition.workflow_id)
     llms = llms or LlmChoices()
@@ -74,6 +76,8 @@ def start(
         preset_llm=str(llms.preset) if llms.preset else None,
         agent=agent,
         fast_path_only=fast_path_only,
+        config=config[0] if config else None,
+        config_sha256=config[1] if config else None,
     )
     runs.create(definition.files, meta, ready or {})
     return open_process(runs, pid, clock=clock)[0]

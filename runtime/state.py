@@ -46,6 +46,7 @@ from .entries import (
     SubAgentFailed,
     SubmitTasks,
     Teleport,
+    ToolCalled,
     UpdateTodo,
 )
 from .plan import RunPlan, RunStep, Task
@@ -529,6 +530,11 @@ def _raise_turns(plan: RunPlan, step: RunStep, draft: Draft, entry: RaiseTurns) 
 @_settles(LlmCall)
 def _llm_call(plan: RunPlan, step: RunStep, draft: Draft, entry: LlmCall) -> None:
     draft.tokens = (draft.tokens[0] + entry.prompt_tokens, draft.tokens[1] + entry.completion_tokens)
+
+
+@_settles(ToolCalled)
+def _tool_called(plan: RunPlan, step: RunStep, draft: Draft, entry: ToolCalled) -> None:
+    """An audit record: nothing of the process changes."""
 
 
 @_settles(FastPathStarted)

@@ -107,6 +107,29 @@ def _without_links(root: Path, parts: list[str]) -> Path | None:
     return root.joinpath(*parts)
 
 
+def workspace_file(workspace: Path, name: str) -> Path | str:
+    """The file `name` of the workspace for an agent's tool to read or replace, or why it
+    cannot be one: confined as `confined` is, and when it exists a regular file with no
+    other name (a device, a FIFO or a folder is not a file; a hard link's other name may
+    be outside the workspace, where a read or an edit would reach)."""
+    if not name.strip("/. "):
+        return f"`{name}` names the workspace itself, not a file in it"
+    found = confined(workspace, name)
+    if isinstance(found, str):
+        return found
+    try:
+        status = os.stat(found)
+    except FileNotFoundError:
+        return found
+    except OSError as error:
+        return f"`{name}` cannot be read: {error.strerror}"
+    if not stat.S_ISREG(status.st_mode):
+        return f"`{name}` is not a regular file (a folder, a device or a FIFO)"
+    if status.st_nlink > 1:
+        return f"`{name}` is a hard link ({status.st_nlink} names): one may be outside the workspace"
+    return found
+
+
 def missing(workspace: Path, name: str) -> str | None:
     """Why `name` is not an existing file of the workspace, or None."""
     found = confined(workspace, name)

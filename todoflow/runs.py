@@ -12,6 +12,7 @@ stopped or is blocked and can be resumed (the command to do it is printed).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shlex
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from todoflow.runtime.engine import Engine
     from todoflow.runtime.llm_choice import LlmChoices
     from todoflow.runtime.plan import RunPlan, Task
-    from todoflow.runtime.store.base import Runs
+    from todoflow.runtime.store.base import RunMeta, Runs
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_RESUMABLE = 0, 1, 2, 3
 STORE = "TODOFLOW_STORE"  # the store location when neither --store nor --run-dir is given
@@ -77,6 +78,16 @@ def _run_options(verb: argparse.ArgumentParser) -> None:
         help="learn_code: a missing or failing main.py is an error, with no fallback to the orchestrator",
     )
     verb.add_argument("--show-prompts", action="store_true", help="print each directive's rendered prompt")
+    verb.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the configuration file (default: todoflow.toml found from the workflow's folder up)",
+    )
+    verb.add_argument(
+        "--allow-shell",
+        action="store_true",
+        help="--agent llm: offer the model `run_command` (as `[tools] shell = true` does)",
+    )
 
 
 def _run_parser(commands: Any) -> argparse.ArgumentParser:
@@ -109,7 +120,6 @@ def _plan_parser(commands: Any) -> argparse.ArgumentParser:
     )
     plan.add_argument("file", metavar="FILE", help="the workflow")
     _run_options(plan)
-    plan.add_argument("--allow-shell", action="store_true", help="offer the agents `run_command`")
     plan.add_argument(
         "--check-mcp", action="store_true", help="start the MCP servers and list their tools (then stop them)"
     )
@@ -237,6 +247,7 @@ def _start(args: argparse.Namespace, spec: AgentSpec) -> int:
         llms=checked.llms,
         agent=str(spec),
         fast_path_only=args.fast_path_only,
+        config=checked.config,
     )
     print(f"started {engine.process_id} ({_shown(where(args), engine.process_id)})", file=sys.stderr)
     return _drive(args, runs, engine, checked.agent)
@@ -282,6 +293,8 @@ def _preflight(args: argparse.Namespace, spec: AgentSpec, definition: RunDefinit
         llm=args.llm,
         preset_llm=args.preset_llm,
         terminal=(sys.stdin, sys.stdout),
+        config_file=_config_file(args),
+        allow_shell=args.allow_shell,
     )
 
 
@@ -315,7 +328,7 @@ def plan(args: argparse.Namespace) -> int:
         _store_shown(where(args)),
         Path(args.learnings) if args.learnings else _relative(default_learnings(definition, workspace)),
         checked.llms,
-        args.allow_shell,
+        checked.shell,
         mcp,
         args.show_prompts,
         args.fast_path_only,
@@ -347,9 +360,11 @@ def _resume(args: argparse.Namespace, given: AgentSpec | None) -> int:
     engine = process.open_process(runs, args.resume)[0]
     spec = given or AgentSpec.parse(meta.agent or "human")
     folder = Path(meta.source).parent if Path(meta.source).is_absolute() else Path(meta.workspace)
+    args.config = args.config or meta.config  # the configuration the run started with
+    _config_changed(meta, args.config)
     try:
         engine.directive()  # a damaged run is refused first, saying what is wrong
-        agent = _agent(spec, engine.plan, engine.llms, engine.workspace, folder)
+        agent = _agent(spec, engine.plan, engine.llms, engine.workspace, folder, args)
     except BaseException:
         engine.close()
         raise
@@ -365,13 +380,41 @@ def _resume(args: argparse.Namespace, given: AgentSpec | None) -> int:
     return _drive(args, runs, engine, agent)
 
 
-def _agent(spec: AgentSpec, plan: RunPlan, llms: LlmChoices, workspace: Path, folder: Path) -> Agent:
+def _agent(
+    spec: AgentSpec, plan: RunPlan, llms: LlmChoices, workspace: Path, folder: Path, args: argparse.Namespace
+) -> Agent:
     from todoflow.runtime.agents.spec import make_agent
 
-    return make_agent(spec, plan, llms, workspace=workspace, config=folder, terminal=(sys.stdin, sys.stdout))
+    return make_agent(
+        spec,
+        plan,
+        llms,
+        workspace=workspace,
+        config=folder,
+        terminal=(sys.stdin, sys.stdout),
+        config_file=_config_file(args),
+        allow_shell=args.allow_shell,
+    )
+
+
+def _config_file(args: argparse.Namespace) -> Path | None:
+    return Path(args.config) if args.config else None
+
+
+def _config_changed(meta: RunMeta, path: str | None) -> None:
+    """A note when the configuration the run started with is gone or changed since."""
+    if meta.config is None or path != meta.config:
+        return
+    try:
+        now = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        now = None
+    if now != meta.config_sha256:
+        print(f"note: {path} changed since the run started (or is gone)", file=sys.stderr)
 
 
 def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -> int:
+    from todoflow.runtime.agents.base import OffersTools
     from todoflow.runtime.agents.driver import drive
     from todoflow.runtime.agents.scripted import ScriptedAgent
 
@@ -389,6 +432,8 @@ def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -
         finally:
             if live is not None:
                 live.close()
+            if isinstance(agent, OffersTools):  # its toolsets: a command still running is killed
+                agent.close()
         left = (
             agent.unused(engine.directive())
             if isinstance(agent, ScriptedAgent) and outcome == "complete"

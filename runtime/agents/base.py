@@ -10,11 +10,11 @@ todo_task step's work node, and the delegated sub-agent at its `delegated` node.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ..directive import Directive
-from ..llm_choice import Usage
+from ..llm_choice import Spent
 
 
 class Blocked(NamedTuple):
@@ -39,6 +39,20 @@ class Agent(Protocol):
         """The last reply was applied."""
         ...
 
-    def spent(self) -> list[Usage]:
-        """The model calls made since last asked (the driver journals them)."""
+    def spent(self) -> Sequence[Spent]:
+        """The model and tool calls made since last asked (the driver journals them)."""
+        ...
+
+
+@runtime_checkable
+class OffersTools(Protocol):
+    """An agent that calls tools (the LLM agent): what it is offered at a directive, and
+    its toolsets released when the run stops."""
+
+    def offered_tools(self, directive: Directive) -> str:
+        """`tools: [...]`, after `todo: todo_<N>` when the directive has a todo."""
+        ...
+
+    def close(self) -> None:
+        """Releases its toolsets (a command still running is killed with its group)."""
         ...

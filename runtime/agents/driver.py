@@ -16,7 +16,7 @@ from ..directive import Directive
 from ..engine import Engine, Refusal
 from ..views.card import card_text
 from . import fast_path
-from .base import Agent, Blocked, Stop
+from .base import Agent, Blocked, OffersTools, Stop
 
 
 def drive(
@@ -47,6 +47,8 @@ def drive(
             out.write(
                 f"--- prompt ({directive.node}, step {directive.state.step_id}) ---\n{directive.prompt()}\n"
             )
+            if isinstance(agent, OffersTools):
+                out.write(f"{agent.offered_tools(directive)}\n")
         by = "agent"
         ready = directive.ready_reply()
         if ready is not None:

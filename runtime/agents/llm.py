@@ -24,6 +24,7 @@ selection rules); every call's tokens and latency go to the driver, which journa
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Mapping
 from functools import lru_cache
@@ -34,7 +35,7 @@ from pydantic import BaseModel, Field
 from ..directive import Directive
 from ..entries import ORCHESTRATOR
 from ..events import todos
-from ..llm_choice import Usage
+from ..llm_choice import Spent, Usage
 from ..plan import Llm
 from ..redaction import redact
 from ..replies import (
@@ -49,9 +50,12 @@ from ..replies import (
 )
 from .base import Answer, Stop
 from .llm_config import LlmConfig, endpoint
+from .llm_tools import MAX_CALLS_PER_MESSAGE, Tools, oversized
+from .toolbox import Toolset
 
 MAX_REFUSALS = 5  # refused (or tool-less) answers in a row before the agent stops
-MAX_ROUNDS = 20  # model calls for one directive before the agent stops
+MAX_ROUNDS = 100  # model calls for one directive before the agent stops (tool calls take rounds)
+REQUEST_DEADLINE_S = 300.0  # one model request, its retries included, ends by then
 KEEP_PROMPTS = 4  # a conversation keeps its system message and its last few directives
 # (each directive's prompt restates the checklist, so older turns only fill the context)
 
@@ -191,11 +195,17 @@ def openai_client(base_url: str | None, key: str) -> Client:
 class LlmAgent:
     """The LLM agent; `config` names the providers, `make_client` builds a client."""
 
-    def __init__(self, config: LlmConfig, make_client: ClientFactory = openai_client) -> None:
+    def __init__(
+        self,
+        config: LlmConfig,
+        make_client: ClientFactory = openai_client,
+        toolsets: tuple[Toolset, ...] = (),
+    ) -> None:
         self.config, self.make_client = config, make_client
+        self.tools = Tools(toolsets, frozenset(TOOLS))
         self._clients: dict[str, Client] = {}
         self._conversations: dict[tuple[str, ...], _Conversation] = {}
-        self._spent: list[Usage] = []
+        self._spent: list[Spent] = []
         self._refusal: tuple[tuple[str, ...], str] | None = None
         self._strikes = 0
         self._last: tuple[str, ...] | None = None
@@ -210,29 +220,38 @@ class LlmAgent:
             revision, conversation.carry = conversation.carry, None
             return revision
         self._tell(conversation, directive, key)
+        self.tools.begin_turn(key[0])
         for _ in range(MAX_ROUNDS):
-            while conversation.queued:
-                call = conversation.queued.pop(0)
-                answer = self._run(call, directive, conversation)
-                if answer is not None:
-                    for skipped in conversation.queued:  # one action per message
-                        conversation.messages.append(
-                            _tool_result(
-                                skipped,
-                                "not run: one action per message; call it again if it is still needed",
-                            )
-                        )
-                    conversation.queued = []
-                    return answer
+            answer = self._run_queued(conversation, directive)
+            if answer is not None:
+                return answer
             if self._strikes > MAX_REFUSALS:
                 return Stop(f"the model's answers were refused {self._strikes} times in a row")
-            try:
-                self._ask(conversation, directive)
-            except Exception as error:  # the API's errors: a server down, a timeout, a 4xx/5xx
-                if not _api_error(error):
-                    raise
-                return Stop(f"the model call failed: {redact(str(error))}")
+            stop = self.tools.exhausted() or self._ask(conversation, directive)
+            if stop is not None:
+                return Stop(stop)
         return Stop(f"the model made {MAX_ROUNDS} calls without an action the engine could take")
+
+    def _run_queued(self, conversation: _Conversation, directive: Directive) -> Answer | None:
+        """The calls of the model's last message, in order, up to the first action (the
+        rest are answered "not run"); at most `MAX_CALLS_PER_MESSAGE` of them run."""
+        ran = 0
+        while conversation.queued:
+            call = conversation.queued.pop(0)
+            if ran == MAX_CALLS_PER_MESSAGE:
+                skipped = f"not run: at most {MAX_CALLS_PER_MESSAGE} tool calls run per message"
+                _skip(conversation, [call], skipped)
+                continue
+            ran += 1
+            answer = self._run(call, directive, conversation)
+            if answer is not None:
+                _skip(
+                    conversation,
+                    conversation.queued,
+                    "not run: one action per message; call it again if it is still needed",
+                )
+                return answer
+        return None
 
     def refused(self, reason: str) -> bool:
         """The engine's refusal goes back to the model as the tool's result, word for word."""
@@ -244,8 +263,8 @@ class LlmAgent:
     def applied(self) -> None:
         self._strikes = 0
 
-    def spent(self) -> list[Usage]:
-        """The model calls made since the driver last asked (it journals them)."""
+    def spent(self) -> list[Spent]:
+        """The model and tool calls made since the driver last asked (it journals them)."""
         spent, self._spent = self._spent, []
         return spent
 
@@ -275,6 +294,7 @@ class LlmAgent:
         """Answer what is owed (a refusal, or what the last action led to), then show the
         directive's prompt if it is new to this conversation."""
         prompt = "\n".join(text for kind, text in directive.prompt_parts() if kind != "orchestrator_system")
+        prompt = f"{prompt.rstrip()}\n\n{self.offered_tools(directive)}\n"
         if self._refusal is not None and self._refusal[0] == key:
             conversation.answer(f"refused: {self._refusal[1]}")
             self._refusal = None
@@ -285,18 +305,31 @@ class LlmAgent:
             conversation.shown = prompt
             conversation.trim()
 
-    def _ask(self, conversation: _Conversation, directive: Directive) -> None:
+    def _ask(self, conversation: _Conversation, directive: Directive) -> str | None:
+        """One model request; None, or why the agent stops (the server failed, its answer
+        is malformed, the request's deadline passed)."""
         selection = directive.llm
         if selection is None or selection.llm is None:
             raise _no_model(directive)
         llm = selection.llm
+        client = self._client(llm)
         started = time.perf_counter()
-        response = self._client(llm).chat.completions.create(
-            model=llm.model_id,
-            messages=conversation.messages,
-            tools=tool_specs(offered(directive)),
-            tool_choice="required",
+        response = within(
+            REQUEST_DEADLINE_S,
+            lambda: client.chat.completions.create(
+                model=llm.model_id,
+                messages=conversation.messages,
+                tools=tool_specs(offered(directive)) + self.tools.specs(),
+                tool_choice="required",
+                timeout=REQUEST_DEADLINE_S,
+            ),
         )
+        server = f"the model server of provider `{llm.provider}`"
+        if isinstance(response, BaseException):
+            if isinstance(response, TimeoutError):
+                self._clients.pop(llm.provider, None)  # its connection may still be held
+                return f"{server} did not answer within the request's deadline of {REQUEST_DEADLINE_S:g} s"
+            return redact(_failure(server, response))
         latency = int((time.perf_counter() - started) * 1000)
         usage = getattr(response, "usage", None)
         self._spent.append(
@@ -304,17 +337,23 @@ class LlmAgent:
                 conversation.agent,
                 llm,
                 selection.rule,
-                int(getattr(usage, "prompt_tokens", 0) or 0),
-                int(getattr(usage, "completion_tokens", 0) or 0),
+                _count(usage, "prompt_tokens"),
+                _count(usage, "completion_tokens"),
                 latency,
             )
         )
-        message = response.choices[0].message
-        calls = list(message.tool_calls or [])
+        message = _message(response)
+        if isinstance(message, str):
+            return f"{server} sent a malformed response: {message}"
+        self._heard(conversation, directive, message)
+        return None
+
+    def _heard(self, conversation: _Conversation, directive: Directive, message: Any) -> None:
+        calls = list(getattr(message, "tool_calls", None) or [])
         conversation.messages.append(_assistant(message, calls))
         if not calls:  # the model said it would act instead of acting
             self._strikes += 1
-            names = ", ".join(offered(directive))
+            names = ", ".join(self._offered(directive))
             conversation.messages.append(
                 {"role": "user", "content": f"Do not describe it: call one of the tools ({names})."}
             )
@@ -326,21 +365,40 @@ class LlmAgent:
             self._clients[llm.provider] = self.make_client(base_url, key)
         return self._clients[llm.provider]
 
+    def _offered(self, directive: Directive) -> list[str]:
+        return [*offered(directive), *self.tools.names()]
+
+    def offered_tools(self, directive: Directive) -> str:
+        """The directive's last lines for the model: its todo, and the tools it may call
+        (`--show-prompts` prints them too)."""
+        todo = f"todo: {directive.todo_id}\n" if directive.todo_id else ""
+        return f"{todo}tools: [{', '.join(self._offered(directive))}]"
+
+    def close(self) -> None:
+        """Releases the toolsets (a command still running is killed with its group)."""
+        self.tools.close()
+
     # -- a tool call --------------------------------------------------------------------------
 
     def _run(self, call: Any, directive: Directive, conversation: _Conversation) -> Answer | None:
         """The reply a tool call asks for, or None when it was answered here (a read, a
-        malformed call) and the model is asked again."""
+        toolset's tool, a malformed call) and the model is asked again."""
         name = call.function.name
-        arguments = _arguments(call.function.arguments)
+        arguments = oversized(call.function.arguments) or _arguments(call.function.arguments)
         if isinstance(arguments, str):
             conversation.messages.append(_tool_result(call, f"refused: {arguments}"))
             self._strikes += 1
             return None
+        if self.tools.has(name):
+            result, use = self.tools.call(name, arguments, conversation.agent, directive.todo_id)
+            self._spent.append(use)
+            conversation.messages.append(_tool_result(call, result))
+            return None
         if name not in offered(directive):
             conversation.messages.append(
                 _tool_result(
-                    call, f"refused: `{name}` is not a tool here; use one of {', '.join(offered(directive))}"
+                    call,
+                    f"refused: `{name}` is not a tool here; use one of {', '.join(self._offered(directive))}",
                 )
             )
             self._strikes += 1
@@ -356,10 +414,56 @@ class LlmAgent:
         return reply
 
 
-def _api_error(error: Exception) -> bool:
+def within(seconds: float, request: Callable[[], Any]) -> Any:
+    """`request()`'s result or the exception it raised, or a `TimeoutError` once `seconds`
+    pass: a total deadline, which a server trickling its answer a byte at a time cannot
+    stretch as it can a read timeout. The request runs on a thread of its own, left to end
+    when its client is dropped."""
+    found: list[Any] = []
+    worker = threading.Thread(target=lambda: found.append(_outcome(request)), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    return found[0] if found else TimeoutError()
+
+
+def _outcome(request: Callable[[], Any]) -> Any:
+    try:
+        return request()
+    except Exception as error:  # handed to the agent, which says what failed
+        return error
+
+
+def _failure(server: str, error: BaseException) -> str:
+    """Why a model request failed, in one line: the API's error, or a body it could not read."""
     from openai import OpenAIError
 
-    return isinstance(error, OpenAIError)
+    if isinstance(error, OpenAIError):
+        return f"the model call failed: {error}"
+    if isinstance(error, ValueError):  # a body that says JSON and is not
+        return f"{server} sent a malformed response: the body is not JSON ({error})"
+    return f"the model call to {server} failed: {type(error).__name__}: {error}"
+
+
+def _message(response: Any) -> Any:
+    """The message of a chat completion, or what is wrong with the response."""
+    if isinstance(response, str | bytes) or not hasattr(response, "choices"):
+        return "the body is not a chat completion (not JSON: an HTML page or text?)"
+    if not response.choices:
+        return "its `choices` is empty"
+    message = getattr(response.choices[0], "message", None)
+    if message is None:
+        return "its message is null"
+    return message
+
+
+def _count(usage: Any, name: str) -> int:
+    value = getattr(usage, name, 0)
+    return value if isinstance(value, int) else 0
+
+
+def _skip(conversation: _Conversation, calls: list[Any], why: str) -> None:
+    conversation.messages += [_tool_result(call, why) for call in calls]
+    calls.clear()
 
 
 def _arguments(raw: Any) -> dict[str, Any] | str:

@@ -27,10 +27,12 @@ on this machine's loopback is refused.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlparse
 
@@ -72,9 +74,30 @@ BUILT_IN: dict[str, Provider] = {
 
 
 @node
+class ToolsConfig:
+    """`[tools]`: the workspace tools' switches (docs/llm.md)."""
+
+    shell: bool = False  # run_command offered (or `--allow-shell`)
+    shell_timeout_s: int = 120  # run_command's default timeout, at most 600
+
+
+@node
+class ConfigFile:
+    """The configuration a run was started with: its file (None: none was found), its
+    sha256, and its todoflow table (`llm`, `tools`, `mcp`), checked for unknown keys."""
+
+    path: Path | None = None
+    sha256: str | None = None
+    table: Mapping[str, Any] = MappingProxyType({})
+
+
+@node
 class LlmConfig:
     providers: Mapping[str, Provider]
     choices: LlmChoices
+    tools: ToolsConfig = ToolsConfig()
+    mcp: Mapping[str, Any] = MappingProxyType({})  # `[mcp]` as written: mcp_servers.py reads it
+    source: ConfigFile = ConfigFile()
 
     def provider(self, llm: Llm) -> Provider:
         found = self.providers.get(llm.provider)
@@ -88,15 +111,22 @@ class LlmConfig:
 
 
 def load_config(
-    folder: Path, default: str | None, preset: str | None, environ: Mapping[str, str] = os.environ
+    folder: Path,
+    default: str | None,
+    preset: str | None,
+    environ: Mapping[str, str] = os.environ,
+    file: Path | None = None,
 ) -> LlmConfig:
-    """The providers and the run's models: options, then the environment, then the
-    configuration found from `folder` (the workflow's)."""
-    section = _section(config_folder(folder))
+    """The providers, the run's models and the tools' switches: options, then the
+    environment, then the configuration (`file`, or the one found from `folder`, the
+    workflow's)."""
+    source = read_config(file) if file is not None else find_config(folder)
+    section = source.table.get("llm", {})
     providers = dict(BUILT_IN)
     for name, fields in (section.get("providers") or {}).items():
         if not isinstance(fields, dict):
             raise LlmConfigError(f"[llm.providers.{name}] is a table with `base_url` and `api_key_env`")
+        _known(fields, ("base_url", "api_key_env"), f"[llm.providers.{name}]", source)
         base = providers.get(name)
         providers[name] = Provider(
             name,
@@ -112,7 +142,60 @@ def load_config(
         parse_llm(default, "the default model") if default else None,
     )
     keep(*(environ.get(p.api_key_env) for p in providers.values() if p.api_key_env))
-    return LlmConfig(providers, choices)
+    tools = _tools(source.table.get("tools", {}), source)
+    return LlmConfig(providers, choices, tools, source.table.get("mcp", {}), source)
+
+
+KNOWN = {"llm": ("default", "preset", "providers"), "tools": ("shell", "shell_timeout_s"), "mcp": None}
+# the tables todoflow.toml may hold and their keys (None: the table's own reader checks it)
+
+
+def find_config(folder: Path) -> ConfigFile:
+    """The configuration found from `folder` upwards (`config_folder`), or none."""
+    found = config_folder(folder)
+    own = found / "todoflow.toml"
+    if own.is_file():
+        return read_config(own)
+    if _declares_todoflow(found / "pyproject.toml"):
+        return read_config(found / "pyproject.toml")
+    return ConfigFile()
+
+
+def read_config(path: Path) -> ConfigFile:
+    """A todoflow.toml, or a pyproject.toml's `[tool.todoflow]`: its tables checked."""
+    try:
+        data = path.read_bytes()
+        parsed: Any = tomllib.loads(data.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise LlmConfigError(f"cannot read {path}: {error}") from None
+    if path.name == "pyproject.toml":
+        parsed = parsed.get("tool", {}).get("todoflow", {})
+    source = ConfigFile(path.resolve(), hashlib.sha256(data).hexdigest(), parsed)
+    _known(parsed, tuple(KNOWN), "the configuration", source)
+    for table, keys in KNOWN.items():
+        if table in parsed and not isinstance(parsed[table], dict):
+            raise LlmConfigError(f"{path}: `{table}` is a table")
+        if keys is not None:
+            _known(parsed.get(table, {}), keys, f"[{table}]", source)
+    return source
+
+
+def _known(table: Mapping[str, Any], keys: tuple[str, ...], where: str, source: ConfigFile) -> None:
+    unknown = [key for key in table if key not in keys]
+    if unknown:
+        names = ", ".join(f"`{key}`" for key in unknown)
+        known = ", ".join(f"`{key}`" for key in keys)
+        raise LlmConfigError(f"{source.path}: {where} has no {names}; it knows {known}")
+
+
+def _tools(table: Mapping[str, Any], source: ConfigFile) -> ToolsConfig:
+    shell = table.get("shell", False)
+    timeout = table.get("shell_timeout_s", 120)
+    if not isinstance(shell, bool):
+        raise LlmConfigError(f"{source.path}: [tools] shell is true or false")
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or not 1 <= timeout <= 600:
+        raise LlmConfigError(f"{source.path}: [tools] shell_timeout_s is a whole number of seconds, 1 to 600")
+    return ToolsConfig(shell, timeout)
 
 
 def config_folder(start: Path) -> Path:
@@ -130,25 +213,6 @@ def _declares_todoflow(pyproject: Path) -> bool:
         return "[tool.todoflow" in pyproject.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return False
-
-
-def _section(folder: Path) -> dict[str, Any]:
-    own = folder / "todoflow.toml"
-    project = folder / "pyproject.toml"
-    for path, keys in ((own, ("llm",)), (project, ("tool", "todoflow", "llm"))):
-        if not path.is_file():
-            continue
-        try:
-            data: Any = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-            raise LlmConfigError(f"cannot read {path}: {error}") from None
-        for key in keys:
-            data = data.get(key, {}) if isinstance(data, dict) else {}
-        if data:
-            if not isinstance(data, dict):
-                raise LlmConfigError(f"{path}: `{'.'.join(keys)}` is a table")
-            return data
-    return {}
 
 
 def _text(table: Mapping[str, Any], key: str, where: str) -> str | None:

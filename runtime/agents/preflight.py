@@ -36,11 +36,15 @@ class Problem:
 @node
 class Preflight:
     """The models the run would use, its agent (None when a problem forbids making it),
-    and every problem found."""
+    every problem found, the configuration file read (its path and sha256, recorded
+    with the run so a resume reads the same; None: none was read), and whether the
+    shell (`run_command`) is offered (`[tools] shell` or `--allow-shell`)."""
 
     llms: LlmChoices
     agent: Agent | None
     problems: tuple[Problem, ...]
+    config: tuple[str, str] | None = None
+    shell: bool = False
 
 
 class PreflightError(TodoflowError):
@@ -61,32 +65,51 @@ def preflight(
     llm: str | None,
     preset_llm: str | None,
     terminal: tuple[TextIO, TextIO],
+    config_file: Path | None = None,
+    allow_shell: bool = False,
 ) -> Preflight:
     """The checks `run` makes before it creates a run (`config`: the folder the workflow's
-    configuration is found from); nothing is written, no process started, no model called."""
+    configuration is found from, `config_file` the file `--config` names instead);
+    nothing is written, no process started, no model called."""
     problems = []
     if not workspace.is_dir():
         shown = "is not a folder" if workspace.exists() else "does not exist"
         problems.append(Problem("workspace", f"the workspace {workspace} {shown}"))
     try:
-        llms = _models(spec, config, llm, preset_llm)
+        llms, read, shell = _models(spec, config, config_file, llm, preset_llm)
     except TodoflowError as error:
         return Preflight(LlmChoices(), None, (*problems, Problem("models", error.render())))
     try:
-        made = make_agent(spec, plan, llms, workspace=workspace, config=config, terminal=terminal)
+        made = make_agent(
+            spec,
+            plan,
+            llms,
+            workspace=workspace,
+            config=config,
+            terminal=terminal,
+            config_file=config_file,
+            allow_shell=allow_shell,
+        )
     except TodoflowError as error:
-        return Preflight(llms, None, (*problems, Problem(_check(error), error.render())))
-    return Preflight(llms, made, tuple(problems))
+        found = (*problems, Problem(_check(error), error.render()))
+        return Preflight(llms, None, found, read, shell or allow_shell)
+    return Preflight(llms, made, tuple(problems), read, shell or allow_shell)
 
 
-def _models(spec: AgentSpec, config: Path, llm: str | None, preset_llm: str | None) -> LlmChoices:
+def _models(
+    spec: AgentSpec, config: Path, config_file: Path | None, llm: str | None, preset_llm: str | None
+) -> tuple[LlmChoices, tuple[str, str] | None, bool]:
     """The run's preset and default models: the options, then the environment, and for the
-    LLM agent the workflow's configuration too."""
+    LLM agent the workflow's configuration too (the file read: its path and sha256; and
+    whether it turns the shell on)."""
     if spec.kind != "llm":
-        return choices_from(preset_llm, llm)
+        return choices_from(preset_llm, llm), None, False
     from .llm_config import load_config
 
-    return load_config(config, llm, preset_llm).choices
+    loaded = load_config(config, llm, preset_llm, file=config_file)
+    source = loaded.source
+    read = (str(source.path), source.sha256) if source.path and source.sha256 else None
+    return loaded.choices, read, loaded.tools.shell
 
 
 def _check(error: TodoflowError) -> Check:

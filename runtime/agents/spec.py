@@ -53,18 +53,21 @@ def make_agent(
     workspace: Path,
     config: Path,
     terminal: tuple[TextIO, TextIO],
+    config_file: Path | None = None,
+    allow_shell: bool = False,
 ) -> Agent:
     """The agent `spec` names, ready to drive a run of `plan`: a replies file read, a
     model's providers and keys checked (`config`: the folder the workflow's configuration
     is found from). Every problem is an `AgentError` (or the agent's own error) before
-    any run is created or touched."""
+    any run is created or touched. `config_file` names the configuration instead (`--config`);
+    `allow_shell` offers the model `run_command` whatever `[tools] shell` says."""
     if spec.kind == "scripted":
         from .scripted import ScriptedAgent
 
         assert spec.script is not None
         return ScriptedAgent.from_file(spec.script, workspace)
     if spec.kind == "llm":
-        return _llm_agent(plan, llms, config)
+        return _llm_agent(plan, llms, (config, config_file), workspace, allow_shell)
     if spec.kind == "mcp":
         raise AgentError("an `mcp` run is driven by an MCP client through `todoflow serve`, not by `run`")
     from .human import HumanAgent
@@ -72,14 +75,20 @@ def make_agent(
     return HumanAgent(*terminal)
 
 
-def _llm_agent(plan: RunPlan, llms: LlmChoices, config: Path) -> Agent:
+def _llm_agent(
+    plan: RunPlan, llms: LlmChoices, config: tuple[Path, Path | None], workspace: Path, allow_shell: bool
+) -> Agent:
     try:
         import openai  # noqa: F401
     except ImportError:
         raise AgentError("`--agent llm` needs the openai package: pip install 'todoflow[llm]'") from None
     from .llm import LlmAgent
     from .llm_config import LlmConfig, check_plan, load_config
+    from .workspace_tools import Bounds, WorkspaceTools
 
-    found = LlmConfig(load_config(config, None, None).providers, llms)
+    read = load_config(config[0], None, None, file=config[1])
+    found = LlmConfig(read.providers, llms, read.tools, read.mcp, read.source)
     check_plan(plan, found)
-    return LlmAgent(found)
+    shell = allow_shell or read.tools.shell
+    tools = WorkspaceTools(workspace, shell=shell, bounds=Bounds(shell_timeout_s=read.tools.shell_timeout_s))
+    return LlmAgent(found, toolsets=(tools,))

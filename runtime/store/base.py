@@ -98,6 +98,8 @@ class RunMeta(BaseModel):
     preset_llm: str | None = None  # the preset's model
     agent: str | None = None  # what drives the run: `human`, `scripted:FILE`, `llm`, `mcp`
     fast_path_only: bool = False  # learn_code: a missing or failing script is an error, no fallback
+    config: str | None = None  # the configuration file the LLM agent read (todoflow.toml), resolved
+    config_sha256: str | None = None  # its sha256 then: a resume says when it changed
 
     def text(self) -> str:
         """run.json's text."""

@@ -56,9 +56,11 @@ from ..entries import (
     SubAgentFailed,
     SubmitTasks,
     Teleport,
+    ToolCalled,
     UpdateTodo,
+    tool_detail,
 )
-from ..llm_choice import Usage
+from ..llm_choice import ToolUse, Usage
 from ..orchestrator import learn_code, todo_id
 from ..plan import Llm, RunPlan, Task
 from ..replies import TELEPORT
@@ -441,6 +443,22 @@ def _llm_call(entry: LlmCall, walker: _Walker) -> Ask:
         entry.latency_ms,
     )
     return Ask(lambda engine, attempt: engine.record_usage(attempt, [usage]))
+
+
+@_asks(ToolCalled)
+def _tool_called(entry: ToolCalled, walker: _Walker) -> Ask:
+    use = ToolUse(
+        agent=entry.agent,
+        tool=entry.tool,
+        todo=entry.todo,
+        arguments_sha256=entry.arguments_sha256,
+        arguments_bytes=entry.arguments_bytes,
+        result_bytes=entry.result_bytes,
+        duration_ms=entry.duration_ms,
+        refused=entry.refused,
+        detail=tool_detail(entry),
+    )
+    return Ask(lambda engine, attempt: engine.record_usage(attempt, [use]))
 
 
 @_asks(FastPathStarted, FastPathFailed)

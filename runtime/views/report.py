@@ -462,7 +462,9 @@ def _iteration(
         action=found.get("action", "answer"),
         who=who(step, found["agent"]) if found.get("agent") else None,
         todo=todo,
-        fields=tuple((label, str(found[key])) for key, label in FIELDS if found.get(key)) + _notes(found),
+        fields=tuple((label, str(found[key])) for key, label in FIELDS if found.get(key))
+        + _notes(found)
+        + _tool_calls(found),
         result=found.get("result"),
         problems=_problems(found),
         validation=None
@@ -477,6 +479,13 @@ def _iteration(
         revision=_revision(found) if "after" in found else None,
         entries=tuple(_raw(data) for data in found["entries"]),
     )
+
+
+def _tool_calls(found: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The agent's tool calls of the iteration, one line each, as the log shows them."""
+    from .log import tool_line
+
+    return tuple(("tool", tool_line(call)) for call in found.get("tool_calls", []))
 
 
 def _raw(data: Mapping[str, Any]) -> RawEntry:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -21,6 +22,8 @@ from typing import Any
 ECHO_KEY = "{{the key this request was sent with}}"
 Turn = dict[str, Any] | list[dict[str, Any]] | Callable[[dict[str, Any]], Any]
 # a turn: {"tool": name, "arguments": {...}} | {"text": "..."} | several calls | f(request) -> a turn
+# | a broken answer: {"raw": body, "content_type": ...}, {"choices": [...]} (a completion as
+# given), either with "trickle_s": seconds between its bytes
 
 
 class FakeModel:
@@ -36,12 +39,20 @@ class FakeModel:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 status, answer = model.answer(body, self.headers.get("Authorization", ""))
-                data = json.dumps(answer).encode()
+                raw = answer.get("raw")
+                data = json.dumps(answer).encode() if raw is None else raw.encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", answer.get("content_type", "application/json"))
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                for index in range(len(data)):  # a stalled server trickles its answer
+                    if answer.get("trickle_s"):
+                        time.sleep(answer["trickle_s"])
+                    self.wfile.write(data[index : index + 1])
+                    self.wfile.flush()
+                    if not answer.get("trickle_s"):
+                        self.wfile.write(data[index + 1 :])
+                        break
 
             def log_message(self, *args: Any) -> None:
                 """Quiet."""
@@ -72,6 +83,8 @@ class FakeModel:
             turn = self.script.pop(0)
         while callable(turn):
             turn = turn(body)
+        if isinstance(turn, dict) and ("raw" in turn or "trickle_s" in turn or "choices" in turn):
+            return 200, turn  # a malformed or stalled answer, sent as given
         calls = turn if isinstance(turn, list) else [] if "text" in turn else [turn]
         if self.quirks == "vllm" and calls and calls[0]["tool"] != "list_todos":
             calls = [{"tool": "list_todos", "arguments": {}}, *calls]

@@ -21,7 +21,7 @@ from todoflow.runtime import process
 from todoflow.runtime.definition import from_source, read_definition
 from todoflow.runtime.engine import Refusal
 from todoflow.runtime.entries import KINDS
-from todoflow.runtime.llm_choice import Usage
+from todoflow.runtime.llm_choice import ToolUse, Usage
 from todoflow.runtime.plan import Llm, Task
 from todoflow.runtime.state import attempt_id
 from todoflow.runtime.store.base import runs_at
@@ -320,7 +320,7 @@ def _every_kind(folder: Path) -> tuple[Path, str]:
     engine = process.start(definition, folder / "runs", workspace=folder)
     done = {"evidence": "done", "progress_execution_outcome": "done"}
 
-    def step(reply: dict[str, Any], by: str = "agent", usage: tuple[Usage, ...] = ()) -> None:
+    def step(reply: dict[str, Any], by: str = "agent", usage: tuple[Usage | ToolUse, ...] = ()) -> None:
         engine.step(engine.directive().attempt_id, reply, by, usage)
 
     def delegate(position: int, route: str | None) -> dict[str, Any]:
@@ -367,6 +367,9 @@ def _every_kind(folder: Path) -> tuple[Path, str]:
     step({"create_todo": {"title": "c", "description": "c done", "priority": "low"}})
     step({"update_todo": {"todo_id": "todo_2", "notes": "later"}})
     engine.record_usage(engine.directive().attempt_id, [llm])
+    written = {"file": "made.txt", "sha256": "1" * 64}
+    tool = ToolUse("orchestrator", "write_file", "todo_2", "2" * 64, 40, 30, 3, False, written)
+    step({"update_todo": {"todo_id": "todo_2", "notes": "wrote"}}, usage=(tool,))
     engine.raise_turns(engine.directive().attempt_id, 40)
     step(delegate(1, None))
     step({"update_todo": {"todo_id": "todo_1", "status": "in_progress", "notes": "on it"}})

@@ -1,0 +1,424 @@
+"""The workspace tools an LLM agent calls beside its decisions: `read_file`, `write_file`,
+`edit_file`, `list_files`, `search_files` and, when the shell is on, `run_command` (the
+names are a contract: models and programs are written against them).
+
+A `Toolset` (`toolbox.py`). Every path is confined as prevalidation confines it
+(`runtime/workspace.py`'s `workspace_file`: `..`, absolute paths, links out, hard links,
+NUL, devices and FIFOs refused); a refused call changes nothing and says why in one
+line. Every call is bounded (`Bounds`, documented in docs/llm.md). A command runs in the
+workspace with a clean environment (`CLEAN_ENV`: no provider key, no store URL, no
+learn_code token reaches it), in a process group of its own that is killed at its
+timeout, at the call's deadline, or when the run stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import signal
+import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from todoflow.compiler.files import write_atomically
+
+from ..replies import model_properties
+from ..workspace import workspace_file
+from .offer import SHELL_TOOL, workspace_tools
+from .toolbox import ToolOutcome, ToolSpec
+
+CLEAN_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "USER", "LOGNAME", "SHELL")
+# the environment a command sees: an allow-list, so a secret added tomorrow stays out
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What one call may read, write, list, find or print (docs/llm.md lists them)."""
+
+    read_lines: int = 2000  # lines of one read_file
+    read_bytes: int = 256 * 1024  # bytes of one read_file
+    write_bytes: int = 1024 * 1024  # content of write_file, a file edit_file edits
+    listed: int = 1000  # names of one list_files
+    found: int = 200  # matches of one search_files
+    searched_bytes: int = 1024 * 1024  # larger files are skipped by search_files
+    line_chars: int = 300  # a search match's line is cut here
+    output_bytes: int = 32 * 1024  # stdout and stderr of run_command, each (head and tail kept)
+    shell_timeout_s: int = 120  # run_command's default timeout
+    shell_max_s: int = 600  # the longest timeout a call may ask for
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReadFile(_Strict):
+    path: str = Field(description="A file of the workspace, relative to it.")
+    offset: int = Field(1, ge=1, description="The first line to read (1 is the first).")
+    limit: int = Field(2000, ge=1, description="How many lines to read (at most 2,000; 256 KB).")
+
+
+class WriteFile(_Strict):
+    path: str = Field(description="A file of the workspace, relative to it; parent folders are made.")
+    content: str = Field(description="The file's whole new text (at most 1 MB).")
+
+
+class EditFile(_Strict):
+    path: str = Field(description="A file of the workspace, relative to it.")
+    old_string: str = Field(min_length=1, description="The exact text to replace.")
+    new_string: str = Field(description="The text to put in its place.")
+    replace_all: bool = Field(False, description="Replace every occurrence (else it must be unique).")
+
+
+class ListFiles(_Strict):
+    pattern: str = Field("**/*", description="A glob relative to the workspace (`**` spans folders).")
+
+
+class SearchFiles(_Strict):
+    pattern: str = Field(description="A regular expression (Python syntax), matched per line.")
+    glob: str = Field("**/*", description="Which files to search, a glob relative to the workspace.")
+
+
+class RunCommand(_Strict):
+    command: str = Field(min_length=1, description="A shell command line, run in the workspace.")
+    timeout_s: int | None = Field(
+        None, ge=1, description="Seconds before it is killed (default 120, at most 600)."
+    )
+
+
+_TOOLS: dict[str, tuple[type[_Strict], str]] = {
+    "read_file": (
+        ReadFile,
+        "Read a workspace file's text with line numbers (`offset`, `limit` to page through it).",
+    ),
+    "write_file": (WriteFile, "Create or replace a workspace file with `content`."),
+    "edit_file": (
+        EditFile,
+        "Replace `old_string` with `new_string` in a workspace file; `old_string` must occur "
+        "exactly once unless `replace_all`.",
+    ),
+    "list_files": (ListFiles, "List the workspace's files matching a glob, sorted; folders end in `/`."),
+    "search_files": (SearchFiles, "Search workspace files for a regular expression: `path:line: text`."),
+    "run_command": (
+        RunCommand,
+        "Run a shell command in the workspace; returns its exit code, stdout and stderr.",
+    ),
+}
+
+
+def _spec(name: str) -> ToolSpec:
+    model, description = _TOOLS[name]
+    properties, required = model_properties(model)
+    return ToolSpec(name, description, {"type": "object", "properties": properties, "required": required})
+
+
+class WorkspaceTools:
+    """The workspace tools of one run; `shell` offers `run_command`."""
+
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        shell: bool = False,
+        bounds: Bounds = Bounds(),
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.root, self.shell, self.bounds = workspace.resolve(), shell, bounds
+        source = os.environ if environ is None else environ
+        self.environ = {key: source[key] for key in CLEAN_ENV if key in source}
+        self.running: dict[int, subprocess.Popen[bytes]] = {}
+        self._specs = tuple(_spec(name) for name in workspace_tools(shell))  # the names `plan` shows
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return self._specs
+
+    def call(self, name: str, arguments: Mapping[str, Any], deadline: float) -> ToolOutcome:
+        if name == SHELL_TOOL and not self.shell:
+            return _refused(
+                "`run_command` is off: the shell is enabled by `[tools] shell = true` or --allow-shell"
+            )
+        if name not in _TOOLS:
+            return _refused(f"`{name}` is not a workspace tool")
+        model = _TOOLS[name][0]
+        try:
+            parsed = model.model_validate(dict(arguments))
+        except ValidationError as error:
+            return _refused(_invalid(error))
+        try:
+            outcome: ToolOutcome = _HANDLERS[name](self, parsed, deadline)
+            return outcome
+        except OSError as error:
+            return _refused(f"{name} failed: {error.strerror or error}")
+
+    def close(self) -> None:
+        for child in list(self.running.values()):
+            _kill(child)
+        self.running.clear()
+
+    def file(self, name: str) -> Path | str:
+        return workspace_file(self.root, name)
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+
+def _refused(reason: str) -> ToolOutcome:
+    return ToolOutcome(f"refused: {reason}", refused=True)
+
+
+def _invalid(error: ValidationError) -> str:
+    problems = []
+    for each in error.errors(include_url=False)[:3]:
+        where = ".".join(str(part) for part in each["loc"]) or "arguments"
+        problems.append(f"`{where}`: {each['msg']}")
+    return "invalid arguments: " + "; ".join(problems)
+
+
+# -- the tools ---------------------------------------------------------------------------
+
+
+def _read_file(tools: WorkspaceTools, call: ReadFile, deadline: float) -> ToolOutcome:
+    path = tools.file(call.path)
+    if isinstance(path, str):
+        return _refused(path)
+    if not path.exists():
+        return _refused(f"`{call.path}` does not exist in the workspace")
+    bounds = tools.bounds
+    with path.open("rb") as handle:
+        if b"\0" in handle.read(8192):
+            return ToolOutcome(f"`{call.path}` is a binary file ({path.stat().st_size:,} bytes); not shown")
+        handle.seek(0)
+        for skipped in range(call.offset - 1):
+            if not handle.readline():
+                return ToolOutcome(f"`{call.path}` has {skipped} lines; offset {call.offset} is past its end")
+        chunk = handle.read(bounds.read_bytes + 1)  # one read and one decode, not one per line
+    lines, more = _lines(chunk, min(call.limit, bounds.read_lines), bounds.read_bytes)
+    if not lines:
+        return ToolOutcome(
+            f"`{call.path}` is empty" if call.offset == 1 else f"`{call.path}` ends before line {call.offset}"
+        )
+    text = "\n".join(f"{number:6}\t{line}" for number, line in enumerate(lines, start=call.offset))
+    if more:
+        following = call.offset + len(lines)
+        text += f"\n[cut: the file goes on; call read_file with offset={following} to read on]"
+    return ToolOutcome(text)
+
+
+def _lines(chunk: bytes, limit: int, size: int) -> tuple[list[str], bool]:
+    """The whole lines of `chunk` within `size` bytes and `limit` lines (a first line
+    longer than `size` is cut), and whether the file goes on after them."""
+    more = len(chunk) > size
+    if more:
+        cut = chunk.rfind(b"\n", 0, size)
+        chunk = chunk[: cut + 1] if cut >= 0 else chunk[:size]
+    lines = chunk.decode("utf-8", errors="replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) > limit:
+        lines, more = lines[:limit], True
+    if b"\r" in chunk:  # Windows line ends: shown without their carriage return
+        lines = [line.removesuffix("\r") for line in lines]
+    return lines, more
+
+
+def _write_file(tools: WorkspaceTools, call: WriteFile, deadline: float) -> ToolOutcome:
+    data = call.content.encode()
+    if len(data) > tools.bounds.write_bytes:
+        return _refused(f"content is {len(data):,} bytes; at most {tools.bounds.write_bytes:,}")
+    path = tools.file(call.path)
+    if isinstance(path, str):
+        return _refused(path)
+    return _written(tools, path, call.content, "wrote")
+
+
+def _edit_file(tools: WorkspaceTools, call: EditFile, deadline: float) -> ToolOutcome:
+    path = tools.file(call.path)
+    if isinstance(path, str):
+        return _refused(path)
+    if not path.exists():
+        return _refused(f"`{call.path}` does not exist in the workspace")
+    if path.stat().st_size > tools.bounds.write_bytes:
+        return _refused(f"`{call.path}` is over {tools.bounds.write_bytes:,} bytes; rewrite it in parts")
+    try:
+        text = path.read_bytes().decode()
+    except UnicodeDecodeError:
+        return _refused(f"`{call.path}` is not UTF-8 text")
+    count = text.count(call.old_string)
+    if count == 0:
+        return _refused(f"old_string is not in `{call.path}`")
+    if count > 1 and not call.replace_all:
+        return _refused(
+            f"old_string occurs {count} times in `{call.path}`: give more context to make it "
+            "unique, or replace_all"
+        )
+    new = text.replace(call.old_string, call.new_string)
+    if len(new.encode()) > tools.bounds.write_bytes:
+        return _refused(f"the edited file would be over {tools.bounds.write_bytes:,} bytes")
+    return _written(tools, path, new, f"replaced {count} occurrence{'s' if count > 1 else ''} in")
+
+
+def _written(tools: WorkspaceTools, path: Path, text: str, verb: str) -> ToolOutcome:
+    """Replace the file atomically (a hard link's other name keeps the old content) with
+    the permissions it had."""
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
+    write_atomically(path, text, mode=mode)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    name = tools.relative(path)
+    return ToolOutcome(
+        f"{verb} `{name}` ({len(text.encode()):,} bytes)", detail={"file": name, "sha256": digest}
+    )
+
+
+def _list_files(tools: WorkspaceTools, call: ListFiles, deadline: float) -> ToolOutcome:
+    matcher = _glob(call.pattern)
+    if isinstance(matcher, str):
+        return _refused(matcher)
+    names = sorted(name for name in _walk(tools.root) if matcher.fullmatch(name.rstrip("/")))
+    limit = tools.bounds.listed
+    if not names:
+        return ToolOutcome(f"no file matches `{call.pattern}`")
+    text = "\n".join(names[:limit])
+    if len(names) > limit:
+        text += f"\n[cut: {len(names):,} names, the first {limit:,} shown; give a narrower pattern]"
+    return ToolOutcome(text)
+
+
+def _search_files(tools: WorkspaceTools, call: SearchFiles, deadline: float) -> ToolOutcome:
+    matcher = _glob(call.glob)
+    if isinstance(matcher, str):
+        return _refused(matcher)
+    try:
+        wanted = re.compile(call.pattern)
+    except re.error as error:
+        return _refused(f"pattern is not a regular expression: {error}")
+    bounds, found = tools.bounds, []
+    files = sorted(n for n in _walk(tools.root) if not n.endswith("/") and matcher.fullmatch(n))
+    for name in files:
+        if time.monotonic() > deadline:
+            found.append("[cut: the call's deadline came]")
+            break
+        found += _matches(tools, name, wanted, bounds.found + 1 - len(found))
+        if len(found) > bounds.found:
+            found = [
+                *found[: bounds.found],
+                f"[cut at {bounds.found} matches; give a narrower pattern or glob]",
+            ]
+            break
+    return ToolOutcome("\n".join(found) or f"no line matches `{call.pattern}`")
+
+
+def _matches(tools: WorkspaceTools, name: str, wanted: re.Pattern[str], room: int) -> list[str]:
+    path = tools.file(name)
+    if isinstance(path, str) or path.stat().st_size > tools.bounds.searched_bytes:
+        return []
+    data = path.read_bytes()
+    if b"\0" in data[:8192]:
+        return []
+    out = []
+    for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
+        if wanted.search(line):
+            out.append(f"{name}:{number}: {line[: tools.bounds.line_chars]}")
+            if len(out) >= room:
+                break
+    return out
+
+
+def _walk(root: Path) -> Iterator[str]:
+    """Every name under `root`, folders ending in `/`; links are not followed."""
+    for folder, folders, files in os.walk(root):
+        base = Path(folder).relative_to(root).as_posix()
+        prefix = "" if base == "." else f"{base}/"
+        for each in folders:
+            yield f"{prefix}{each}/"
+        for each in files:
+            yield f"{prefix}{each}"
+
+
+def _glob(pattern: str) -> re.Pattern[str] | str:
+    """A glob (`*`, `?`, `**` spanning folders) as a regular expression over relative names."""
+    if pattern.startswith("/") or ".." in pattern.split("/") or "\0" in pattern:
+        return f"`{pattern}` is not a pattern inside the workspace"
+    out, rest = "", pattern
+    while rest:
+        if rest.startswith("**/"):
+            out, rest = out + "(?:.*/)?", rest[3:]
+        elif rest.startswith("**"):
+            out, rest = out + ".*", rest[2:]
+        elif rest[0] == "*":
+            out, rest = out + "[^/]*", rest[1:]
+        elif rest[0] == "?":
+            out, rest = out + "[^/]", rest[1:]
+        else:
+            out, rest = out + re.escape(rest[0]), rest[1:]
+    return re.compile(out)
+
+
+# -- the shell ---------------------------------------------------------------------------
+
+
+def _run_command(tools: WorkspaceTools, call: RunCommand, deadline: float) -> ToolOutcome:
+    bounds = tools.bounds
+    asked = min(call.timeout_s or bounds.shell_timeout_s, bounds.shell_max_s)
+    timeout = max(0.0, min(float(asked), deadline - time.monotonic()))
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        child = subprocess.Popen(
+            ["/bin/sh", "-c", call.command],
+            cwd=tools.root,
+            env=tools.environ,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,  # its own process group, killed whole
+        )
+        tools.running[child.pid] = child
+        try:
+            code = child.wait(timeout=timeout)
+            killed = False
+        except subprocess.TimeoutExpired:
+            code, killed = _kill(child), True
+        finally:  # the run stops (an interrupt) or the call ends: nothing of it lives on
+            _kill(child)
+            tools.running.pop(child.pid, None)
+        head = (
+            f"killed at its timeout of {timeout:g} s (exit code {code})" if killed else f"exit code: {code}"
+        )
+        printed = _cut(stdout, bounds.output_bytes), _cut(stderr, bounds.output_bytes)
+        text = f"{head}\n--- stdout ---\n{printed[0]}\n--- stderr ---\n{printed[1]}"
+    return ToolOutcome(text, detail={"command": call.command, "exit_code": code})
+
+
+def _kill(child: subprocess.Popen[bytes]) -> int:
+    """Kill the child's whole process group (what it started too); its exit code."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signal.SIGKILL)
+    return child.wait()
+
+
+def _cut(output: IO[bytes], limit: int) -> str:
+    """What a command printed, its head and tail when over `limit` bytes."""
+    size = output.seek(0, os.SEEK_END)
+    output.seek(0)
+    if size <= limit:
+        return output.read().decode("utf-8", errors="replace")
+    head = output.read(limit // 2).decode("utf-8", errors="replace")
+    output.seek(size - limit // 2)
+    tail = output.read().decode("utf-8", errors="replace")
+    return f"{head}\n[... {size - limit:,} bytes cut ...]\n{tail}"
+
+
+_HANDLERS: dict[str, Any] = {
+    "read_file": _read_file,
+    "write_file": _write_file,
+    "edit_file": _edit_file,
+    "list_files": _list_files,
+    "search_files": _search_files,
+    "run_command": _run_command,
+}

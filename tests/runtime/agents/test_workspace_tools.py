@@ -1,0 +1,213 @@
+"""The workspace tools an LLM agent calls: each tool, its bounds, and every way out of the
+workspace refused as a one-line tool result that changes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from todoflow.runtime.agents.toolbox import ToolOutcome, ToolSpec
+from todoflow.runtime.agents.workspace_tools import Bounds, WorkspaceTools
+
+
+def _call(tools: WorkspaceTools, name: str, **arguments: object) -> tuple[str, bool, dict[str, object]]:
+    outcome = tools.call(name, arguments, time.monotonic() + 30)
+    return outcome.content, outcome.refused, dict(outcome.detail)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "workspace"
+    root.mkdir()
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("print('hello')\nprint('bye')\n")
+    (tmp_path / "secret.txt").write_text("TOPSECRET")
+    return root
+
+
+def test_the_tools_offered_and_the_shell_only_when_on(workspace: Path) -> None:
+    names = [spec.name for spec in WorkspaceTools(workspace).specs()]
+    assert names == ["read_file", "write_file", "edit_file", "list_files", "search_files"]
+    shell = WorkspaceTools(workspace, shell=True).specs()
+    assert [spec.name for spec in shell][-1] == "run_command"
+    assert shell[0].parameters["required"] == ["path"]
+    content, refused, _ = _call(WorkspaceTools(workspace), "run_command", command="echo hi")
+    assert refused and content.startswith("refused: `run_command` is off")
+
+
+def test_read_file_numbers_lines_pages_and_says_binary(workspace: Path) -> None:
+    tools = WorkspaceTools(workspace, bounds=Bounds(read_lines=1))
+    content, refused, _ = _call(tools, "read_file", path="src/app.py")
+    assert not refused and content.startswith("     1\tprint('hello')")
+    assert "call read_file with offset=2 to read on" in content
+    content, _, _ = _call(tools, "read_file", path="src/app.py", offset=2)
+    assert content == "     2\tprint('bye')"
+    (workspace / "blob.bin").write_bytes(b"\x00\x01\x02" * 10)
+    content, refused, _ = _call(tools, "read_file", path="blob.bin")
+    assert not refused and content == "`blob.bin` is a binary file (30 bytes); not shown"
+
+
+def test_write_and_edit_file_report_the_new_digest(workspace: Path) -> None:
+    tools = WorkspaceTools(workspace)
+    content, refused, detail = _call(
+        tools, "write_file", path="dist/app/README.md", content="run it\nrun it\n"
+    )
+    assert not refused and (workspace / "dist/app/README.md").read_text() == "run it\nrun it\n"
+    assert detail == {"file": "dist/app/README.md", "sha256": hashlib.sha256(b"run it\nrun it\n").hexdigest()}
+    content, refused, _ = _call(
+        tools, "edit_file", path="dist/app/README.md", old_string="run it", new_string="go"
+    )
+    assert refused and content == (
+        "refused: old_string occurs 2 times in `dist/app/README.md`: give more context to make it "
+        "unique, or replace_all"
+    )
+    content, refused, _ = _call(
+        tools, "edit_file", path="dist/app/README.md", old_string="walk", new_string="go"
+    )
+    assert refused and content == "refused: old_string is not in `dist/app/README.md`"
+    content, refused, detail = _call(
+        tools, "edit_file", path="dist/app/README.md", old_string="run it", new_string="go", replace_all=True
+    )
+    assert not refused and (workspace / "dist/app/README.md").read_text() == "go\ngo\n"
+    assert detail["sha256"] == hashlib.sha256(b"go\ngo\n").hexdigest()
+
+
+def test_list_and_search_files(workspace: Path) -> None:
+    tools = WorkspaceTools(workspace)
+    assert _call(tools, "list_files")[0] == "src/\nsrc/app.py"
+    assert _call(tools, "list_files", pattern="*.py")[0] == "no file matches `*.py`"
+    assert _call(tools, "search_files", pattern="b.e", glob="**/*.py")[0] == "src/app.py:2: print('bye')"
+    content, refused, _ = _call(tools, "search_files", pattern="(")
+    assert refused and content.startswith("refused: pattern is not a regular expression")
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "reason"),
+    [
+        ("read_file", {"path": "../secret.txt"}, "`../secret.txt` resolves outside the workspace"),
+        ("read_file", {"path": "SECRET"}, "`SECRET` resolves outside the workspace"),
+        ("read_file", {"path": "linked/secret.txt"}, "`linked/secret.txt` resolves outside the workspace"),
+        ("write_file", {"path": "../x", "content": "x"}, "`../x` resolves outside the workspace"),
+        ("write_file", {"path": "linked/new", "content": "x"}, "`linked/new` resolves outside the workspace"),
+        (
+            "edit_file",
+            {"path": "hard", "old_string": "o", "new_string": "x"},
+            "`hard` is a hard link to a file outside the workspace",
+        ),
+        ("read_file", {"path": "fifo"}, "`fifo` is not a regular file"),
+        ("read_file", {"path": "a\0b"}, "holds a NUL character"),
+        ("list_files", {"pattern": "../*"}, "`../*` is not a pattern inside the workspace"),
+        ("write_file", {"path": "big", "content": "x" * 11}, "content is 11 bytes; at most 10"),
+        ("read_file", {"path": "src/app.py", "offset": 0}, "invalid arguments: `offset`"),
+        ("read_file", {"path": "src/app.py", "mode": "w"}, "invalid arguments: `mode`"),
+    ],
+)
+def test_every_way_out_is_refused_and_changes_nothing(
+    workspace: Path, tool: str, arguments: dict[str, object], reason: str
+) -> None:
+    outside = workspace.parent
+    (workspace / "linked").symlink_to(outside)
+    os.link(outside / "secret.txt", workspace / "hard")
+    os.mkfifo(workspace / "fifo")
+    if "SECRET" in str(arguments):
+        arguments = {"path": str(outside / "secret.txt")}
+        reason = reason.replace("SECRET", str(outside / "secret.txt"))
+    before = sorted((p, p.stat().st_mtime_ns) for p in outside.rglob("*") if p.is_file())
+    content, refused, detail = _call(
+        WorkspaceTools(workspace, bounds=Bounds(write_bytes=10)), tool, **arguments
+    )
+    assert refused and content.startswith("refused: ") and reason in content and "\n" not in content
+    assert detail == {} and "TOPSECRET" not in content
+    assert sorted((p, p.stat().st_mtime_ns) for p in outside.rglob("*") if p.is_file()) == before
+
+
+def test_run_command_runs_in_the_workspace_with_a_clean_environment(workspace: Path) -> None:
+    environ = {"PATH": os.environ["PATH"], "HOME": "/nowhere", "OPENAI_API_KEY": "sk-do-not-pass"}
+    tools = WorkspaceTools(workspace, shell=True, environ=environ)
+    content, refused, detail = _call(tools, "run_command", command="pwd; env; exit 3")
+    assert not refused and content.startswith("exit code: 3\n--- stdout ---\n")
+    assert str(workspace) in content and "HOME=/nowhere" in content and "sk-do-not-pass" not in content
+    assert detail == {"command": "pwd; env; exit 3", "exit_code": 3}
+
+
+def test_run_command_is_killed_with_its_children_at_its_timeout(workspace: Path) -> None:
+    tools = WorkspaceTools(workspace, shell=True)
+    started = time.monotonic()
+    content, _, detail = _call(
+        tools, "run_command", command="sleep 60 & echo $! > child.pid; wait", timeout_s=1
+    )
+    assert time.monotonic() - started < 10
+    assert content.startswith("killed at its timeout of 1 s") and detail["exit_code"] == -9
+    child = int((workspace / "child.pid").read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except FileNotFoundError:
+        return False
+    return status != "Z"
+
+
+def test_run_command_output_is_cut_to_its_bound(workspace: Path) -> None:
+    tools = WorkspaceTools(workspace, shell=True, bounds=Bounds(output_bytes=100))
+    content, _, _ = _call(tools, "run_command", command="yes | head -c 10000")
+    assert "[... 9,900 bytes cut ...]" in content and len(content) < 400
+
+
+def test_close_kills_a_command_still_running(workspace: Path) -> None:
+    import threading
+
+    tools = WorkspaceTools(workspace, shell=True)
+    done: list[str] = []
+    worker = threading.Thread(target=lambda: done.append(_call(tools, "run_command", command="sleep 60")[0]))
+    worker.start()
+    deadline = time.monotonic() + 10
+    while not tools.running and time.monotonic() < deadline:
+        time.sleep(0.02)
+    tools.close()  # the run stops
+    worker.join(10)
+    assert done and done[0].startswith("exit code: -9")
+
+
+def test_the_agent_stops_at_its_tool_call_bounds() -> None:
+    from todoflow.runtime.agents import llm_tools
+    from todoflow.runtime.agents.llm_tools import Tools
+
+    class Echo:
+        def specs(self) -> tuple[ToolSpec, ...]:
+            return (ToolSpec("echo", "Echo.", {"type": "object", "properties": {}}),)
+
+        def call(self, name: str, arguments: Mapping[str, Any], deadline: float) -> ToolOutcome:
+            return ToolOutcome("echo")
+
+        def close(self) -> None:
+            """Nothing held."""
+
+    tools = Tools((Echo(),), frozenset({"complete_todo"}))
+    tools.begin_turn("a")
+    for _ in range(llm_tools.MAX_CALLS_PER_TURN):
+        assert tools.exhausted() is None
+        tools.call("echo", {}, "orchestrator", None)
+    assert (
+        tools.exhausted()
+        == f"the model made {llm_tools.MAX_CALLS_PER_TURN} tool calls in one turn without a decision"
+    )
+    for _ in range(llm_tools.MAX_CALLS_PER_STEP // llm_tools.MAX_CALLS_PER_TURN - 1):
+        tools.begin_turn("a")
+        for _ in range(llm_tools.MAX_CALLS_PER_TURN):
+            tools.call("echo", {}, "orchestrator", None)
+    tools.begin_turn("a")
+    assert tools.exhausted() == f"the model made {llm_tools.MAX_CALLS_PER_STEP} tool calls in step `a`"
+    tools.begin_turn("b")  # another step: counted afresh
+    assert tools.exhausted() is None

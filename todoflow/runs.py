@@ -12,6 +12,7 @@ stopped or is blocked and can be resumed (the command to do it is printed).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -25,7 +26,9 @@ from todoflow.runtime import RUN_DIR
 
 if TYPE_CHECKING:
     from todoflow.runtime.agents.base import Agent
+    from todoflow.runtime.agents.mcp_servers import McpToolset
     from todoflow.runtime.agents.spec import AgentSpec
+    from todoflow.runtime.agents.toolbox import Toolset
     from todoflow.runtime.agents.tracing import LiveTrace
     from todoflow.runtime.engine import Engine
     from todoflow.runtime.llm_choice import LlmChoices
@@ -82,6 +85,9 @@ def _run_parser(commands: Any) -> argparse.ArgumentParser:
         "--fast-path-only",
         action="store_true",
         help="learn_code: a missing or failing main.py is an error, with no fallback to the orchestrator",
+    )
+    run.add_argument(
+        "--no-mcp", action="store_true", help="with --agent llm: run without the configured MCP servers"
     )
     run.add_argument("--show-prompts", action="store_true", help="print each directive's rendered prompt")
     run.add_argument(
@@ -166,10 +172,13 @@ def run(args: argparse.Namespace) -> int:
     except AgentError as error:
         print(f"todoflow: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    return _resume(args, spec) if args.resume else _start(args, spec or AgentSpec("human"))
+    with contextlib.ExitStack() as closing:  # the MCP servers stop when the run does
+        if args.resume:
+            return _resume(args, spec, closing)
+        return _start(args, spec or AgentSpec("human"), closing)
 
 
-def _start(args: argparse.Namespace, spec: AgentSpec) -> int:
+def _start(args: argparse.Namespace, spec: AgentSpec, closing: contextlib.ExitStack) -> int:
     from todoflow.runtime import process
     from todoflow.runtime.definition import read_definition, ready_checklists
     from todoflow.runtime.llm_choice import choices_from
@@ -192,7 +201,10 @@ def _start(args: argparse.Namespace, spec: AgentSpec) -> int:
         from todoflow.runtime.agents.llm_config import load_config
 
         llms = load_config(folder, args.llm, args.preset_llm).choices
-    agent = _agent(spec, definition.plan, llms, Path(args.workspace), folder)  # before anything is made
+    servers = _mcp_servers(args, spec, folder, closing)
+    agent = _agent(spec, definition.plan, llms, Path(args.workspace), folder, servers)
+    for each in servers:  # the pre-flight, once the models are known to be reachable
+        each.start()
     runs = runs_at(where(args))
     engine = process.start(
         definition,
@@ -208,7 +220,7 @@ def _start(args: argparse.Namespace, spec: AgentSpec) -> int:
     return _drive(args, runs, engine, agent)
 
 
-def _resume(args: argparse.Namespace, given: AgentSpec | None) -> int:
+def _resume(args: argparse.Namespace, given: AgentSpec | None, closing: contextlib.ExitStack) -> int:
     from todoflow.runtime import process
     from todoflow.runtime.agents.spec import AgentSpec
     from todoflow.runtime.store.base import runs_at
@@ -228,7 +240,10 @@ def _resume(args: argparse.Namespace, given: AgentSpec | None) -> int:
     folder = Path(meta.source).parent if Path(meta.source).is_absolute() else Path(meta.workspace)
     try:
         engine.directive()  # a damaged run is refused first, saying what is wrong
-        agent = _agent(spec, engine.plan, engine.llms, engine.workspace, folder)
+        servers = _mcp_servers(args, spec, folder, closing)
+        agent = _agent(spec, engine.plan, engine.llms, engine.workspace, folder, servers)
+        for each in servers:
+            each.start()
     except BaseException:
         engine.close()
         raise
@@ -244,10 +259,40 @@ def _resume(args: argparse.Namespace, given: AgentSpec | None) -> int:
     return _drive(args, runs, engine, agent)
 
 
-def _agent(spec: AgentSpec, plan: RunPlan, llms: LlmChoices, workspace: Path, folder: Path) -> Agent:
+def _agent(
+    spec: AgentSpec,
+    plan: RunPlan,
+    llms: LlmChoices,
+    workspace: Path,
+    folder: Path,
+    toolsets: tuple[Toolset, ...],
+) -> Agent:
+    """The agent, made before anything of the run is (every problem said first)."""
     from todoflow.runtime.agents.spec import make_agent
 
-    return make_agent(spec, plan, llms, workspace=workspace, config=folder, terminal=(sys.stdin, sys.stdout))
+    return make_agent(
+        spec,
+        plan,
+        llms,
+        workspace=workspace,
+        config=folder,
+        terminal=(sys.stdin, sys.stdout),
+        toolsets=toolsets,
+    )
+
+
+def _mcp_servers(
+    args: argparse.Namespace, spec: AgentSpec, folder: Path, closing: contextlib.ExitStack
+) -> tuple[McpToolset, ...]:
+    """The LLM agent's MCP servers (none with --no-mcp), closed when the run stops. The
+    caller starts them before anything runs, so one that does not start is a pre-flight error."""
+    if spec.kind != "llm" or args.no_mcp:
+        return ()
+    from todoflow.runtime.agents.mcp_servers import configured
+
+    servers = configured(folder)
+    closing.callback(servers.close)
+    return (servers,)
 
 
 def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -> int:

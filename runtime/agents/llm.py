@@ -48,9 +48,11 @@ from ..replies import (
 )
 from .base import Answer, Stop
 from .llm_config import LlmConfig, endpoint, redact
+from .toolbox import Toolset, ToolSpec
 
 MAX_REFUSALS = 5  # refused (or tool-less) answers in a row before the agent stops
 MAX_ROUNDS = 20  # model calls for one directive before the agent stops
+TOOL_S = 120.0  # how long a toolset's call may take
 KEEP_PROMPTS = 4  # a conversation keeps its system message and its last few directives
 # (each directive's prompt restates the checklist, so older turns only fill the context)
 
@@ -190,8 +192,14 @@ def openai_client(base_url: str | None, key: str) -> Client:
 class LlmAgent:
     """The LLM agent; `config` names the providers, `make_client` builds a client."""
 
-    def __init__(self, config: LlmConfig, make_client: ClientFactory = openai_client) -> None:
-        self.config, self.make_client = config, make_client
+    def __init__(
+        self,
+        config: LlmConfig,
+        make_client: ClientFactory = openai_client,
+        toolsets: tuple[Toolset, ...] = (),
+    ) -> None:
+        self.config, self.make_client, self.toolsets = config, make_client, toolsets
+        self._routes: dict[str, tuple[Toolset, ToolSpec]] | None = None  # asked when first needed
         self._clients: dict[str, Client] = {}
         self._secrets: list[str] = []
         self._conversations: dict[tuple[str, ...], _Conversation] = {}
@@ -294,7 +302,7 @@ class LlmAgent:
         response = self._client(llm).chat.completions.create(
             model=llm.model_id,
             messages=conversation.messages,
-            tools=tool_specs(offered(directive)),
+            tools=tool_specs(offered(directive)) + self._offered_tools(),
             tool_choice="required",
         )
         latency = int((time.perf_counter() - started) * 1000)
@@ -330,6 +338,22 @@ class LlmAgent:
     def redact(self, text: str) -> str:
         return redact(text, self._secrets)
 
+    # -- the toolsets' tools -------------------------------------------------------------
+
+    def _tools(self) -> dict[str, tuple[Toolset, ToolSpec]]:
+        if self._routes is None:
+            self._routes = {spec.name: (each, spec) for each in self.toolsets for spec in each.specs()}
+        return self._routes
+
+    def _offered_tools(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "type": "function",
+                "function": {"name": s.name, "description": s.description, "parameters": dict(s.parameters)},
+            }
+            for _, s in self._tools().values()
+        ]
+
     # -- a tool call --------------------------------------------------------------------------
 
     def _run(self, call: Any, directive: Directive, conversation: _Conversation) -> Answer | None:
@@ -340,6 +364,11 @@ class LlmAgent:
         if isinstance(arguments, str):
             conversation.messages.append(_tool_result(call, f"refused: {arguments}"))
             self._strikes += 1
+            return None
+        if name in self._tools():  # not a reply: the model is asked again with the result
+            toolset = self._tools()[name][0]
+            outcome = toolset.call(name, arguments, time.monotonic() + TOOL_S)
+            conversation.messages.append(_tool_result(call, outcome.content))
             return None
         if name not in offered(directive):
             conversation.messages.append(

@@ -129,9 +129,15 @@ def _declares_todoflow(pyproject: Path) -> bool:
 
 
 def _section(folder: Path) -> dict[str, Any]:
+    return config_table(folder, "llm")[0]
+
+
+def config_table(folder: Path, name: str) -> tuple[dict[str, Any], Path]:
+    """The table `name` of the configuration in `folder` (todoflow.toml's `[name]`, else
+    pyproject.toml's `[tool.todoflow.name]`; empty if neither has it) and the file it is in."""
     own = folder / "todoflow.toml"
     project = folder / "pyproject.toml"
-    for path, keys in ((own, ("llm",)), (project, ("tool", "todoflow", "llm"))):
+    for path, keys in ((own, (name,)), (project, ("tool", "todoflow", name))):
         if not path.is_file():
             continue
         try:
@@ -143,8 +149,8 @@ def _section(folder: Path) -> dict[str, Any]:
         if data:
             if not isinstance(data, dict):
                 raise LlmConfigError(f"{path}: `{'.'.join(keys)}` is a table")
-            return data
-    return {}
+            return data, path
+    return {}, own
 
 
 def _text(table: Mapping[str, Any], key: str, where: str) -> str | None:

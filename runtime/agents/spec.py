@@ -18,6 +18,7 @@ from todoflow.dsl.nodes import node
 from ..llm_choice import LlmChoices
 from ..plan import RunPlan
 from .base import Agent
+from .toolbox import Toolset
 
 Kind = Literal["human", "scripted", "llm", "mcp"]
 FORMS = "`human` (the default), `scripted:REPLIES.yaml`, `llm` or `mcp`"
@@ -53,18 +54,20 @@ def make_agent(
     workspace: Path,
     config: Path,
     terminal: tuple[TextIO, TextIO],
+    toolsets: tuple[Toolset, ...] = (),
 ) -> Agent:
     """The agent `spec` names, ready to drive a run of `plan`: a replies file read, a
     model's providers and keys checked (`config`: the folder the workflow's configuration
     is found from). Every problem is an `AgentError` (or the agent's own error) before
-    any run is created or touched."""
+    any run is created or touched.
+    `toolsets`: the tools a model may call beside its decisions."""
     if spec.kind == "scripted":
         from .scripted import ScriptedAgent
 
         assert spec.script is not None
         return ScriptedAgent.from_file(spec.script, workspace)
     if spec.kind == "llm":
-        return _llm_agent(plan, llms, config)
+        return _llm_agent(plan, llms, config, toolsets)
     if spec.kind == "mcp":
         raise AgentError("an `mcp` run is driven by an MCP client through `todoflow serve`, not by `run`")
     from .human import HumanAgent
@@ -72,7 +75,7 @@ def make_agent(
     return HumanAgent(*terminal)
 
 
-def _llm_agent(plan: RunPlan, llms: LlmChoices, config: Path) -> Agent:
+def _llm_agent(plan: RunPlan, llms: LlmChoices, config: Path, toolsets: tuple[Toolset, ...]) -> Agent:
     try:
         import openai  # noqa: F401
     except ImportError:
@@ -82,4 +85,4 @@ def _llm_agent(plan: RunPlan, llms: LlmChoices, config: Path) -> Agent:
 
     found = LlmConfig(load_config(config, None, None).providers, llms)
     check_plan(plan, found)
-    return LlmAgent(found)
+    return LlmAgent(found, toolsets=toolsets)

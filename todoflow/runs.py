@@ -67,7 +67,11 @@ def _run_parser(commands: Any) -> argparse.ArgumentParser:
     run.add_argument("--tasks", metavar="TASKS.json", help="a ready checklist for the first todo_task step")
     run.add_argument("--run-dir", metavar="DIR", help=f"where runs live (default {RUN_DIR})")
     run.add_argument("--workspace", default=".", metavar="DIR", help="where steps read and write files")
-    run.add_argument("--learnings", metavar="DIR", help="the learnings folder (default: beside the source)")
+    run.add_argument(
+        "--learnings",
+        metavar="DIR",
+        help="the learnings folder, where learn_code's main.py is read (default: beside the source)",
+    )
     run.add_argument("--llm", metavar="PROVIDER:MODEL", help="the runtime default model (or $TODOFLOW_LLM)")
     run.add_argument(
         "--preset-llm", metavar="PROVIDER:MODEL", help="the preset's model (or $TODOFLOW_PRESET_LLM)"
@@ -106,7 +110,9 @@ def _serve_parser(commands: Any) -> argparse.ArgumentParser:
     serve.add_argument("folders", nargs="*", metavar="FLOWS_DIR", help="folders of .todoflow workflows")
     serve.add_argument("--run-dir", metavar="DIR", help=f"where runs live (default {RUN_DIR})")
     serve.add_argument(
-        "--learnings", metavar="DIR", help="the learnings folder (default: beside each source)"
+        "--learnings",
+        metavar="DIR",
+        help="the learnings folder, where learn_code's main.py is read (default: beside each source)",
     )
     serve.add_argument(
         "--workspace",
@@ -504,10 +510,8 @@ def serve(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from todoflow.runtime.serve.mcp import serve as serve_mcp
 
-    learnings = Path(args.learnings) if args.learnings else None
+    learnings = Path(args.learnings) if args.learnings else None  # with --store: the scripts' folder
     location = where(args)
-    if learnings is not None and isinstance(location, str):
-        raise UnreadableError("--learnings names a folder; with --store the learnings live in the database")
     workspace = Path(args.workspace) if args.workspace else None
     if workspace is not None and not workspace.is_dir():
         print(f"todoflow: error: the workspace {workspace} is not a folder", file=sys.stderr)

@@ -5,6 +5,8 @@ reaching the model, and a server that cannot start said before anything runs."""
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,7 +22,7 @@ from todoflow.runtime.agents.mcp_servers import (
     parse_servers,
 )
 
-from ...conftest import ROOT, run_cli
+from ...conftest import ROOT, run_cli, wait_until
 from ...support.fake_model import FakeModel
 
 TICKETS = ROOT / "tests" / "support" / "mcp_tickets.py"
@@ -81,6 +83,7 @@ def test_a_stdio_server_offers_its_tools_under_their_mcp_names_until_closed(tmp_
         specs = {spec.name: spec for spec in toolset.specs()}
         assert sorted(specs) == [
             "mcp__tickets__echo_env",
+            "mcp__tickets__echo_header",
             "mcp__tickets__get_ticket",
             "mcp__tickets__open_ticket",
         ]
@@ -100,6 +103,37 @@ def test_a_stdio_server_offers_its_tools_under_their_mcp_names_until_closed(tmp_
         toolset.close()
     toolset.close()  # idempotent
     assert toolset.call("mcp__tickets__open_ticket", {"title": "x"}, time.monotonic() + 5).refused
+
+
+def test_a_streamable_http_server_is_reached_by_its_url_with_its_headers(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, str(TICKETS), "http", str(port)], stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: _listening(port), "the HTTP server to listen")
+        (found,) = parse_servers(
+            {"servers": {"web": {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"X-Token": "${T}"}}}},
+            tmp_path / "todoflow.toml",
+            {"T": "t0k"},
+        )
+        toolset = McpToolset((found,))
+        try:
+            assert "mcp__web__open_ticket" in [spec.name for spec in toolset.specs()]
+            opened = toolset.call("mcp__web__open_ticket", {"title": "Over HTTP"}, time.monotonic() + 60)
+            assert opened.content == "T-1" and opened.detail == {"server": "web", "tool": "open_ticket"}
+            header = toolset.call("mcp__web__echo_header", {"name": "X-Token"}, time.monotonic() + 60)
+            assert header.content == "t0k"
+        finally:
+            toolset.close()
+    finally:
+        server.kill()
+        server.wait()
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as client:
+        return client.connect_ex(("127.0.0.1", port)) == 0
 
 
 def test_a_server_that_cannot_start_is_named_with_what_it_said(tmp_path: Path) -> None:

@@ -14,6 +14,8 @@ _.teleportTo, _.next_action, _.completion_reason  # runtime/replies.py: reply fi
 _.model_dump_one_level
 _.arg_model
 _.parameters
+# tests/support/mcp_tickets.py: the tools its MCP server registers (`@server.tool()`)
+_.open_ticket, _.get_ticket, _.echo_env, _.echo_header
 # Jinja's sandbox reads the operators it intercepts, and its loader protocol
 _.intercepted_binops
 _.get_source

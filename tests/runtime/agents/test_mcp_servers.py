@@ -220,3 +220,20 @@ def test_a_server_that_cannot_start_stops_the_run_before_it_starts_unless_no_mcp
         )
     assert done.returncode == 0, done.stdout + done.stderr
     assert not any(t["function"]["name"].startswith("mcp__") for t in fake.requests[0]["body"]["tools"])
+
+
+def test_a_resumed_run_starts_its_servers_first_too(tmp_path: Path) -> None:
+    """`run --resume` with the LLM agent makes the same pre-flight: a server that cannot
+    start is an error before the run is stepped, and the run stays as it was."""
+    (tmp_path / "none.yaml").write_text("replies: []\n")
+    with FakeModel([]) as fake:
+        _project(tmp_path, fake, '[mcp.servers.tickets]\ncommand = "todoflow-no-such-server"\n')
+        stopped = run_cli(
+            "run", "flow.todoflow", "--agent", "scripted:none.yaml", "--llm", "fake:tiny", cwd=tmp_path
+        )
+        assert stopped.returncode == 3, stopped.stdout + stopped.stderr
+        (run,) = (tmp_path / ".todoflow" / "runs").iterdir()
+        journal = (run / "journal.jsonl").read_bytes()
+        resumed = run_cli("run", "--resume", run.name, "--agent", "llm", cwd=tmp_path, env={"FAKE_KEY": "k"})
+    assert resumed.returncode == 1 and "MCP server `tickets` did not start" in resumed.stderr
+    assert (run / "journal.jsonl").read_bytes() == journal and not fake.requests

@@ -22,6 +22,15 @@ WARNING = sorted((FIXTURES / "warning").glob("*.todoflow"))
 FMT = sorted((FIXTURES / "fmt").glob("*.todoflow"))
 
 
+@pytest.fixture(autouse=True)
+def _no_secrets_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts knowing no secret: what one test's configuration kept (a key, a
+    `${VAR}` value) must not be redacted from another's journal in the same process."""
+    from todoflow.runtime import redaction
+
+    monkeypatch.setattr(redaction, "_SECRETS", [()])
+
+
 def relative(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
 

@@ -17,12 +17,13 @@ __all__ = [
     "compile",
     "parse",
     "resume",
+    "run",
     "start",
     "try_parse",
 ]
 
 if TYPE_CHECKING:
-    from todoflow.api import Compiled, compile, resume, start
+    from todoflow.api import Compiled, compile, resume, run, start
     from todoflow.dsl import Diagnostic, ParseResult, Span, TodoflowError, parse, try_parse
 
 _HOMES = {
@@ -30,6 +31,7 @@ _HOMES = {
     "compile": "todoflow.api",
     "start": "todoflow.api",
     "resume": "todoflow.api",
+    "run": "todoflow.api",
 }
 
 

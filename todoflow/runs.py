@@ -12,6 +12,7 @@ stopped or is blocked and can be resumed (the command to do it is printed).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -27,8 +28,10 @@ from todoflow.runtime import RUN_DIR
 
 if TYPE_CHECKING:
     from todoflow.runtime.agents.base import Agent
+    from todoflow.runtime.agents.mcp_servers import McpToolset
     from todoflow.runtime.agents.preflight import Preflight
     from todoflow.runtime.agents.spec import AgentSpec
+    from todoflow.runtime.agents.toolbox import Toolset
     from todoflow.runtime.agents.tracing import LiveTrace
     from todoflow.runtime.definition import RunDefinition
     from todoflow.runtime.engine import Engine
@@ -67,7 +70,11 @@ def _run_options(verb: argparse.ArgumentParser) -> None:
     verb.add_argument("--tasks", metavar="TASKS.json", help="a ready checklist for the first todo_task step")
     verb.add_argument("--run-dir", metavar="DIR", help=f"where runs live (default {RUN_DIR})")
     verb.add_argument("--workspace", default=".", metavar="DIR", help="where steps read and write files")
-    verb.add_argument("--learnings", metavar="DIR", help="the learnings folder (default: beside the source)")
+    verb.add_argument(
+        "--learnings",
+        metavar="DIR",
+        help="the learnings folder, where learn_code's main.py is read (default: beside the source)",
+    )
     verb.add_argument("--llm", metavar="PROVIDER:MODEL", help="the runtime default model (or $TODOFLOW_LLM)")
     verb.add_argument(
         "--preset-llm", metavar="PROVIDER:MODEL", help="the preset's model (or $TODOFLOW_PRESET_LLM)"
@@ -104,6 +111,9 @@ def _run_parser(commands: Any) -> argparse.ArgumentParser:
         "--max-turns", type=int, metavar="N", help="with --resume: raise the current step's bound on turns"
     )
     run.add_argument(
+        "--no-mcp", action="store_true", help="with --agent llm: run without the configured MCP servers"
+    )
+    run.add_argument(
         "--trace",
         choices=["otlp"],
         help="export the run's spans over OTLP/HTTP as they end (so does $OTEL_EXPORTER_OTLP_ENDPOINT)",
@@ -132,7 +142,9 @@ def _serve_parser(commands: Any) -> argparse.ArgumentParser:
     serve.add_argument("folders", nargs="*", metavar="FLOWS_DIR", help="folders of .todoflow workflows")
     serve.add_argument("--run-dir", metavar="DIR", help=f"where runs live (default {RUN_DIR})")
     serve.add_argument(
-        "--learnings", metavar="DIR", help="the learnings folder (default: beside each source)"
+        "--learnings",
+        metavar="DIR",
+        help="the learnings folder, where learn_code's main.py is read (default: beside each source)",
     )
     serve.add_argument(
         "--workspace",
@@ -219,10 +231,13 @@ def run(args: argparse.Namespace) -> int:
     except AgentError as error:
         print(f"todoflow: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    return _resume(args, spec) if args.resume else _start(args, spec or AgentSpec("human"))
+    with contextlib.ExitStack() as closing:  # the MCP servers stop when the run does
+        if args.resume:
+            return _resume(args, spec, closing)
+        return _start(args, spec or AgentSpec("human"), closing)
 
 
-def _start(args: argparse.Namespace, spec: AgentSpec) -> int:
+def _start(args: argparse.Namespace, spec: AgentSpec, closing: contextlib.ExitStack) -> int:
     from todoflow.runtime import process
     from todoflow.runtime.agents.preflight import PreflightError
     from todoflow.runtime.store.base import runs_at
@@ -233,7 +248,8 @@ def _start(args: argparse.Namespace, spec: AgentSpec) -> int:
     definition, ready, notes, _ = prepared
     for step_id, note in notes:
         print(f"note: step `{step_id}`: {note}", file=sys.stderr)
-    checked = _preflight(args, spec, definition)  # before anything is made
+    servers = _mcp_servers(args, spec, Path(definition.source).parent, closing)
+    checked = _preflight(args, spec, definition, servers)  # before anything is made
     if checked.problems:
         raise PreflightError(checked.problems)
     assert checked.agent is not None
@@ -281,8 +297,11 @@ def _prepare(args: argparse.Namespace, notes: bool) -> Prepared | None:
     return Prepared(reading.definition, ready, moved, reading.moved)
 
 
-def _preflight(args: argparse.Namespace, spec: AgentSpec, definition: RunDefinition) -> Preflight:
-    """The checks `run` makes before it creates anything (`plan` lists them)."""
+def _preflight(
+    args: argparse.Namespace, spec: AgentSpec, definition: RunDefinition, servers: tuple[McpToolset, ...] = ()
+) -> Preflight:
+    """The checks `run` makes before it creates anything (`plan` lists them); `servers`
+    are started there, their tools given to the agent."""
     from todoflow.runtime.agents.preflight import preflight
 
     return preflight(
@@ -295,6 +314,7 @@ def _preflight(args: argparse.Namespace, spec: AgentSpec, definition: RunDefinit
         terminal=(sys.stdin, sys.stdout),
         config_file=_config_file(args),
         allow_shell=args.allow_shell,
+        servers=servers,
     )
 
 
@@ -319,7 +339,7 @@ def plan(args: argparse.Namespace) -> int:
     checked = _preflight(args, spec, definition)
     problems, mcp = list(checked.problems), None
     if args.check_mcp:
-        mcp, failed = mcp_tools(Path(definition.source).parent)
+        mcp, failed = mcp_tools(Path(definition.source).parent, _config_file(args))
         problems += failed
     workspace = Path(args.workspace)
     setting = Setting(
@@ -342,7 +362,7 @@ def plan(args: argparse.Namespace) -> int:
     return EXIT_OK if found.ready else EXIT_ERRORS
 
 
-def _resume(args: argparse.Namespace, given: AgentSpec | None) -> int:
+def _resume(args: argparse.Namespace, given: AgentSpec | None, closing: contextlib.ExitStack) -> int:
     from todoflow.runtime import process
     from todoflow.runtime.agents.spec import AgentSpec
     from todoflow.runtime.store.base import runs_at
@@ -364,7 +384,10 @@ def _resume(args: argparse.Namespace, given: AgentSpec | None) -> int:
     _config_changed(meta, args.config)
     try:
         engine.directive()  # a damaged run is refused first, saying what is wrong
-        agent = _agent(spec, engine.plan, engine.llms, engine.workspace, folder, args)
+        servers = _mcp_servers(args, spec, folder, closing)
+        agent = _agent(spec, engine.plan, engine.llms, engine.workspace, folder, args, servers)
+        for each in servers:  # the pre-flight: one that does not start is an error
+            each.start()
     except BaseException:
         engine.close()
         raise
@@ -381,8 +404,15 @@ def _resume(args: argparse.Namespace, given: AgentSpec | None) -> int:
 
 
 def _agent(
-    spec: AgentSpec, plan: RunPlan, llms: LlmChoices, workspace: Path, folder: Path, args: argparse.Namespace
+    spec: AgentSpec,
+    plan: RunPlan,
+    llms: LlmChoices,
+    workspace: Path,
+    folder: Path,
+    args: argparse.Namespace,
+    toolsets: tuple[Toolset, ...],
 ) -> Agent:
+    """The agent, made before anything of the run is (every problem said first)."""
     from todoflow.runtime.agents.spec import make_agent
 
     return make_agent(
@@ -394,6 +424,7 @@ def _agent(
         terminal=(sys.stdin, sys.stdout),
         config_file=_config_file(args),
         allow_shell=args.allow_shell,
+        toolsets=toolsets,
     )
 
 
@@ -411,6 +442,20 @@ def _config_changed(meta: RunMeta, path: str | None) -> None:
         now = None
     if now != meta.config_sha256:
         print(f"note: {path} changed since the run started (or is gone)", file=sys.stderr)
+
+
+def _mcp_servers(
+    args: argparse.Namespace, spec: AgentSpec, folder: Path, closing: contextlib.ExitStack
+) -> tuple[McpToolset, ...]:
+    """The LLM agent's MCP servers (none with --no-mcp), closed when the run stops. They
+    are started before anything runs, so one that does not start is a pre-flight error."""
+    if spec.kind != "llm" or args.no_mcp:
+        return ()
+    from todoflow.runtime.agents.mcp_servers import configured
+
+    servers = configured(folder, _config_file(args))
+    closing.callback(servers.close)
+    return (servers,)
 
 
 def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -> int:
@@ -678,10 +723,8 @@ def serve(args: argparse.Namespace) -> int:
     from todoflow.runtime.serve.mcp import serve as serve_mcp
     from todoflow.runtime.serve.service import TodoService, Workflows
 
-    learnings = Path(args.learnings) if args.learnings else None
+    learnings = Path(args.learnings) if args.learnings else None  # with --store: the scripts' folder
     location = where(args)
-    if learnings is not None and isinstance(location, str):
-        raise UnreadableError("--learnings names a folder; with --store the learnings live in the database")
     workspace = Path(args.workspace)
     if not workspace.is_dir():
         print(f"todoflow: error: the workspace {workspace} is not a folder", file=sys.stderr)

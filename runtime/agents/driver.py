@@ -108,15 +108,16 @@ def _sub_agent(agent: Agent, out: TextIO) -> fast_path.SubAgent:
             reply = agent.reply(directive)
             usage = agent.spent()
             if isinstance(reply, Stop | Blocked):
-                raise fast_path.FastPathError(f"the sub-agent gave no answer: {reply.reason}")
+                if usage:  # what the model spent is journaled, answer or not
+                    engine.record_usage(directive.attempt_id, usage)
+                out.write(f"the sub-agent gave up: {reply.reason}\n")
+                raise fast_path.GaveUp(f"the sub-agent gave no answer: {reply.reason}")
             try:
                 directive = engine.step(directive.attempt_id, reply, "agent", usage)
             except Refusal as refusal:
                 out.write(f"refused: {refusal.reason}\n")
                 if not agent.refused(refusal.reason):
-                    raise fast_path.FastPathError(
-                        f"the sub-agent's answer was refused: {refusal.reason}"
-                    ) from None
+                    raise fast_path.GaveUp(f"the sub-agent's answer was refused: {refusal.reason}") from None
                 directive = refusal.directive
                 continue
             agent.applied()

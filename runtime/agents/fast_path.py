@@ -16,7 +16,8 @@ interrupted attempt.
 
 runs that route's sub-agent through the same engine: a journaled delegation (by the
 `script`), the sub-agent's answer from the run's agent, prevalidation and the learning,
-exactly as if the orchestrator had delegated; it answers with the result. A request
+exactly as if the orchestrator had delegated; it answers with the result (`gave_up`: the
+sub-agent stopped without an answer, and the todo is still delegated). A request
 without the token, for an unknown route, or not from loopback is refused. Success needs
 exit 0 **and** the step completed by the engine (every todo confirmed, its expected
 files there); any failure is journaled and the step starts afresh with the orchestrator
@@ -65,6 +66,11 @@ SubAgent = Callable[[Engine, Directive], Directive]  # answers a delegated direc
 
 class FastPathError(TodoflowError):
     """`fast_path_only`: the script is missing or failed, and there is no fallback."""
+
+
+class GaveUp(TodoflowError):
+    """The sub-agent of a script's delegation gave no answer (it stopped, was blocked, or
+    its answers were refused until it stopped): the script is told so, `gave_up`."""
 
 
 class FastPathRunning(FastPathError):
@@ -389,17 +395,19 @@ def _call(engine: Engine, body: dict[str, Any], sub_agent: SubAgent) -> tuple[in
         directive = engine.step(engine.directive().attempt_id, decision, by="script")
     except Refusal as refusal:
         return 409, {"error": refusal.reason}
+    answer = {"todo_id": body["todo_id"], "route_id": body["route_id"]}
     try:
         after = sub_agent(engine, directive)
+    except GaveUp as error:  # the todo stays delegated: the script decides what follows
+        return 200, answer | {"passed": False, "reason": str(error), "next": directive.role, "gave_up": True}
     except TodoflowError as error:
         return 500, {"error": str(error)}
     finished = after.completed or after.state.step_id != directive.state.step_id  # the step is done
     returned = None if finished else after.state.returned
     passed = finished or bool(returned and returned.passed)
-    return 200, {
-        "todo_id": body["todo_id"],
-        "route_id": body["route_id"],
+    return 200, answer | {
         "passed": passed,
         "reason": None if passed or returned is None else returned.reason,
         "next": "complete" if finished else after.role,
+        "gave_up": False,
     }

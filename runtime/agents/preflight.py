@@ -11,7 +11,7 @@ naming its check; `PreflightError` says them all at once.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import TYPE_CHECKING, Literal, TextIO
 
 from todoflow.dsl.diagnostics import TodoflowError
 from todoflow.dsl.nodes import node
@@ -20,6 +20,9 @@ from ..llm_choice import LlmChoices, choices_from
 from ..plan import RunPlan
 from .base import Agent
 from .spec import AgentSpec, make_agent
+
+if TYPE_CHECKING:
+    from .mcp_servers import McpToolset
 
 Check = Literal["workspace", "models", "agent", "replies", "mcp"]
 
@@ -67,10 +70,12 @@ def preflight(
     terminal: tuple[TextIO, TextIO],
     config_file: Path | None = None,
     allow_shell: bool = False,
+    servers: tuple[McpToolset, ...] = (),
 ) -> Preflight:
     """The checks `run` makes before it creates a run (`config`: the folder the workflow's
-    configuration is found from, `config_file` the file `--config` names instead);
-    nothing is written, no process started, no model called."""
+    configuration is found from, `config_file` the file `--config` names instead); the
+    MCP `servers` (the caller closes them) are started once the agent is made, their
+    tools the model's. Nothing is written, no run made, no model called."""
     problems = []
     if not workspace.is_dir():
         shown = "is not a folder" if workspace.exists() else "does not exist"
@@ -89,11 +94,24 @@ def preflight(
             terminal=terminal,
             config_file=config_file,
             allow_shell=allow_shell,
+            toolsets=servers,
         )
     except TodoflowError as error:
         found = (*problems, Problem(_check(error), error.render()))
         return Preflight(llms, None, found, read, shell or allow_shell)
+    problems += _started(servers)
     return Preflight(llms, made, tuple(problems), read, shell or allow_shell)
+
+
+def _started(servers: tuple[McpToolset, ...]) -> list[Problem]:
+    """Each server started and listed; one that does not is a problem (`mcp`)."""
+    problems = []
+    for each in servers:
+        try:
+            each.start()
+        except TodoflowError as error:
+            problems.append(Problem("mcp", error.render()))
+    return problems
 
 
 def _models(
@@ -114,19 +132,28 @@ def _models(
 
 def _check(error: TodoflowError) -> Check:
     from .llm_config import LlmConfigError
+    from .mcp_servers import McpError
     from .scripted import ScriptError
 
     if isinstance(error, ScriptError):
         return "replies"
+    if isinstance(error, McpError):  # the LLM agent lists its servers' tools when it is made
+        return "mcp"
     return "models" if isinstance(error, LlmConfigError) else "agent"
 
 
-def mcp_tools(config: Path) -> tuple[tuple[str, ...], tuple[Problem, ...]]:
+def mcp_tools(config: Path, config_file: Path | None = None) -> tuple[tuple[str, ...], tuple[Problem, ...]]:
     """`--check-mcp`: the tools of the MCP servers the workflow's configuration (found from
-    `config`) names, each server started, listed and stopped, its tools named
-    `mcp__<server>__<tool>`; a server that does not start or list is a problem (`mcp`).
+    `config`, or `config_file`) names, each server started, listed and stopped, its tools
+    named `mcp__<server>__<tool>`; a server that does not start or list is a problem (`mcp`)."""
+    from .mcp_servers import configured
 
-    The seam for the agents' MCP client (`[mcp.servers.*]`, a `Toolset` of its own): until
-    this build has one, no server is configured for agents, so there is nothing to list."""
-    del config  # read by the MCP client once it is here
-    return (), ()
+    try:
+        servers = configured(config, config_file)
+    except TodoflowError as error:
+        return (), (Problem("mcp", error.render()),)
+    try:
+        problems = _started((servers,))
+        return (() if problems else tuple(spec.name for spec in servers.specs())), tuple(problems)
+    finally:
+        servers.close()

@@ -18,6 +18,7 @@ from todoflow.dsl.nodes import node
 from ..llm_choice import LlmChoices
 from ..plan import RunPlan
 from .base import Agent
+from .toolbox import Toolset
 
 Kind = Literal["human", "scripted", "llm", "mcp"]
 FORMS = "`human` (the default), `scripted:REPLIES.yaml`, `llm` or `mcp`"
@@ -55,19 +56,21 @@ def make_agent(
     terminal: tuple[TextIO, TextIO],
     config_file: Path | None = None,
     allow_shell: bool = False,
+    toolsets: tuple[Toolset, ...] = (),
 ) -> Agent:
     """The agent `spec` names, ready to drive a run of `plan`: a replies file read, a
     model's providers and keys checked (`config`: the folder the workflow's configuration
     is found from). Every problem is an `AgentError` (or the agent's own error) before
     any run is created or touched. `config_file` names the configuration instead (`--config`);
-    `allow_shell` offers the model `run_command` whatever `[tools] shell` says."""
+    `allow_shell` offers the model `run_command` whatever `[tools] shell` says; `toolsets`:
+    more tools a model may call beside its decisions and the workspace's (MCP servers)."""
     if spec.kind == "scripted":
         from .scripted import ScriptedAgent
 
         assert spec.script is not None
         return ScriptedAgent.from_file(spec.script, workspace)
     if spec.kind == "llm":
-        return _llm_agent(plan, llms, (config, config_file), workspace, allow_shell)
+        return _llm_agent(plan, llms, (config, config_file), workspace, allow_shell, toolsets)
     if spec.kind == "mcp":
         raise AgentError("an `mcp` run is driven by an MCP client through `todoflow serve`, not by `run`")
     from .human import HumanAgent
@@ -76,7 +79,12 @@ def make_agent(
 
 
 def _llm_agent(
-    plan: RunPlan, llms: LlmChoices, config: tuple[Path, Path | None], workspace: Path, allow_shell: bool
+    plan: RunPlan,
+    llms: LlmChoices,
+    config: tuple[Path, Path | None],
+    workspace: Path,
+    allow_shell: bool,
+    toolsets: tuple[Toolset, ...],
 ) -> Agent:
     try:
         import openai  # noqa: F401
@@ -91,4 +99,4 @@ def _llm_agent(
     check_plan(plan, found)
     shell = allow_shell or read.tools.shell
     tools = WorkspaceTools(workspace, shell=shell, bounds=Bounds(shell_timeout_s=read.tools.shell_timeout_s))
-    return LlmAgent(found, toolsets=(tools,))
+    return LlmAgent(found, toolsets=(tools, *toolsets))

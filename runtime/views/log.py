@@ -10,6 +10,12 @@ needs no derived file. `todoflow log` prints it; `--json` gives `log_json`'s sha
 documented in docs/runtime.md. Each step also carries its checklist as it stands after
 its last entry (`todos`: todos.json's items, each with the confirmation that completed
 it), which the run report shows.
+
+A learn_code fast path's attempt is one iteration of its own (`action: fast_path`, by
+the `script`): its start, each delegation the script made (`delegations`, each as a
+delegation's iteration would say it) and its end. An attempt that failed ends the step's
+section: the step started afresh is a section of its own, so the orchestrator's turns
+never mix with the script's.
 """
 
 from __future__ import annotations
@@ -53,7 +59,8 @@ def log_json(plan: RunPlan, process_id: str, started_at: str, journal: Iterable[
     for applied in replay(plan, initial_state(plan, started_at), journal):
         state, settled, entry = applied
         step = plan.step(entry.step)
-        if not steps or steps[-1]["step_id"] != step.id or steps[-1]["completed"]:
+        section = steps[-1] if steps else None
+        if section is None or section["step_id"] != step.id or section["completed"] or _afresh(section):
             steps.append(
                 {
                     "step_id": step.id,
@@ -65,7 +72,10 @@ def log_json(plan: RunPlan, process_id: str, started_at: str, journal: Iterable[
                 }
             )
             last.append((step, settled, {}))
-        number = _add(steps[-1]["iterations"], state, settled, entry, process_id)
+        if _attempting(state, entry):
+            number = _add_to_attempt(steps[-1]["iterations"], state, settled, entry, process_id)
+        else:
+            number = _add(steps[-1]["iterations"], state, settled, entry, process_id)
         last[-1] = (step, settled, _confirmations(last[-1][2], state, entry, number))
         steps[-1]["completed"] = settled.step_complete
         if settled.step_complete:
@@ -77,6 +87,48 @@ def log_json(plan: RunPlan, process_id: str, started_at: str, journal: Iterable[
 
 
 Confirmations = dict[int, dict[str, Any]]  # position -> the confirmation that completed it
+FAST_PATH = "fast_path"  # the action of a fast path's attempt, the one iteration it is
+
+
+def _attempting(before: ProcessState, entry: Entry) -> bool:
+    """Whether `entry` belongs to a fast path's attempt: it starts one, or one is running."""
+    running = before.fast_path == "running" and before.step_id == entry.step
+    return isinstance(entry, FastPathStarted) or running
+
+
+def _afresh(section: Mapping[str, Any]) -> bool:
+    """Whether the section's last iteration is a failed fast path: the step starts afresh."""
+    last = section["iterations"][-1] if section["iterations"] else {}
+    return last.get("action") == FAST_PATH and "failed" in last.get(FAST_PATH, {})
+
+
+def _add_to_attempt(
+    iterations: list[dict[str, Any]],
+    before: ProcessState,
+    settled: ProcessState,
+    entry: Entry,
+    process_id: str,
+) -> int:
+    """Fold an entry into the attempt's iteration: the start and the end describe the
+    attempt; a delegation opens an item of `delegations`, and what answers it joins it."""
+    if isinstance(entry, FastPathStarted):
+        number = 1 + max((i["iteration"] for i in iterations), default=0)
+        iterations.append(
+            {"iteration": number, "at": entry.at, "entries": [], "action": FAST_PATH, "agent": "script"}
+        )
+    attempt = iterations[-1]
+    attempt["entries"].append(to_json(entry))
+    if isinstance(entry, FastPathStarted | FastPathFailed):
+        _describe(attempt, before, settled, entry, process_id)
+        return int(attempt["iteration"])
+    delegations = attempt.setdefault("delegations", [])
+    if isinstance(entry, Delegate) or not delegations:
+        delegations.append({})
+    todo = _todo(before, entry)
+    if todo is not None and "todo_id" not in delegations[-1]:
+        delegations[-1]["todo_id"], delegations[-1]["todo_title"] = todo
+    _describe(delegations[-1], before, settled, entry, process_id)
+    return int(attempt["iteration"])
 
 
 def _confirmations(done: Confirmations, before: ProcessState, entry: Entry, iteration: int) -> Confirmations:
@@ -305,7 +357,7 @@ def log_text(log: Mapping[str, Any]) -> str:
     """The log for people: a section per step, a paragraph per iteration."""
     lines = [f"Execution log of {log['process_id']}" + (" (complete)" if log["completed"] else "")]
     for step in log["steps"]:
-        state = "complete" if step["completed"] else "in progress"
+        state = "complete" if step["completed"] else "fast path failed" if _afresh(step) else "in progress"
         lines += ["", f"== {step['step_id']} — {step['title']} ({step['kind']}, {state})"]
         for iteration in step["iterations"]:
             lines += _iteration_text(iteration)
@@ -313,6 +365,8 @@ def log_text(log: Mapping[str, Any]) -> str:
 
 
 def _iteration_text(iteration: Mapping[str, Any]) -> list[str]:
+    if iteration.get("action") == FAST_PATH:
+        return _attempt_text(iteration)
     head = f"-- iteration {iteration['iteration']}: {iteration.get('action', 'answer')}"
     if iteration.get("agent") and iteration.get("agent") != ORCHESTRATOR:
         head += f" -> {iteration['agent']}"
@@ -367,3 +421,17 @@ def tool_line(call: Mapping[str, Any]) -> str:
     if "command" in call:
         line += f": `{call['command']}` exited {call.get('exit_code')}"
     return line
+
+
+def _attempt_text(iteration: Mapping[str, Any]) -> list[str]:
+    """A fast path's attempt: the script, each delegation it made (as a delegation's
+    iteration says it, indented), and how it ended."""
+    number, attempt = iteration["iteration"], iteration[FAST_PATH]
+    out = [f"-- iteration {number}: fast path, main.py (sha256 {attempt['script_sha256'][:12]}…)"]
+    for delegation in iteration.get("delegations", []):
+        head, *rest = _iteration_text({"iteration": number, **delegation})
+        out += ["   " + head.replace(f"-- iteration {number}: ", "script: ", 1)]
+        out += ["   " + line for line in rest]
+    if "failed" in attempt:
+        out.append(f"   fast path failed: {attempt['failed']}; the step starts afresh")
+    return out

@@ -49,3 +49,52 @@ def test_start_refuses_what_cannot_run(tmp_path: Path) -> None:
         todoflow.start(FIXTURES / "invalid" / "task-cycles.todoflow", run_dir=tmp_path)
     with pytest.raises(PlanError, match="no todo_task step"):
         todoflow.start(ROOT / "tests" / "fixtures" / "valid" / "minimal.todoflow", run_dir=tmp_path, tasks=[])
+
+
+def test_a_program_drives_a_run_with_a_model_through_the_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`todoflow.run(..., agent="llm")`: the models and providers of the options and
+    todoflow.toml, as `todoflow run --agent llm` reads them; `todoflow.start` records the
+    agent and the models with the run, so a resume drives it the same way."""
+    import io
+    import json
+
+    from ..support.fake_model import FakeModel
+
+    (tmp_path / "flow.todoflow").write_text(
+        'workflow w "W" {\n    regular a "A" {\n        description "Say hello."\n    }\n}\n'
+    )
+    monkeypatch.setenv("FAKE_KEY", "k")
+    answer = {
+        "tool": "complete_todo",
+        "arguments": {"todo_id": "todo_1", "result": "hi", "evidence": "said hi"},
+    }
+    with FakeModel([answer]) as fake:
+        (tmp_path / "todoflow.toml").write_text(
+            f'[llm.providers.fake]\nbase_url = "{fake.url}"\napi_key_env = "FAKE_KEY"\n'
+        )
+        out = io.StringIO()
+        done = todoflow.run(
+            tmp_path / "flow.todoflow",
+            run_dir=tmp_path / "runs",
+            workspace=tmp_path,
+            llm="fake:tiny",
+            out=out,
+        )
+    assert done.outcome == "complete" and fake.unused() == 0 and "-> complete" in out.getvalue()
+    assert fake.requests[0]["body"]["model"] == "tiny"
+    meta = json.loads((tmp_path / "runs" / done.process_id / "run.json").read_text())
+    assert (meta["agent"], meta["llm"]) == ("llm", "fake:tiny")
+    with todoflow.start(
+        tmp_path / "flow.todoflow",
+        run_dir=tmp_path / "runs",
+        agent="llm",
+        llm="fake:tiny",
+        preset_llm="fake:big",
+    ) as engine:
+        started = json.loads((tmp_path / "runs" / engine.process_id / "run.json").read_text())
+        assert engine.directive().llm is not None and engine.directive().llm.llm is not None
+    assert (started["agent"], started["llm"], started["preset_llm"]) == ("llm", "fake:tiny", "fake:big")
+    with pytest.raises(todoflow.TodoflowError, match="unknown agent `robot`"):
+        todoflow.run(tmp_path / "flow.todoflow", agent="robot", run_dir=tmp_path / "runs")

@@ -61,11 +61,6 @@ ECHOING = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _no_secrets_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(redaction, "_SECRETS", [()])
-
-
 def test_redaction_replaces_exact_occurrences_in_any_value() -> None:
     entry = Confirm(
         seq=3, at="t", by="agent", step="s", position=0, evidence="a", progress_execution_outcome="b"

@@ -15,6 +15,8 @@ _.eligible  # compiler/formats.py: a field of `todoflow plan`'s JSON (DryRunLear
 _.model_dump_one_level
 _.arg_model
 _.parameters
+# tests/support/mcp_tickets.py: the tools its MCP server registers (`@server.tool()`)
+_.open_ticket, _.get_ticket, _.echo_env, _.echo_header
 # Jinja's sandbox reads the operators it intercepts, and its loader protocol
 _.intercepted_binops
 _.get_source

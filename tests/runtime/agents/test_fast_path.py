@@ -154,9 +154,82 @@ def test_a_failing_script_falls_back_to_the_orchestrator_afresh(tmp_path: Path) 
     ]
     assert "main.py exited with 3" in out.getvalue()
     log = json.loads(run_cli("log", "p-1", "--run-dir", str(tmp_path / "runs"), "--json").stdout)
-    (step,) = log["steps"]
+    attempt, afresh = log["steps"]  # the attempt, then the step afresh: never mixed
     digest = hashlib.sha256(FAILS_AFTER_ONE.encode()).hexdigest()
-    assert step["iterations"][1]["fast_path"] == {"script_sha256": digest, "failed": "main.py exited with 3"}
+    assert [(i["iteration"], i["action"]) for i in attempt["iterations"]] == [
+        (0, "submit_tasks"),
+        (1, "fast_path"),
+    ]
+    tried = attempt["iterations"][1]
+    assert tried["fast_path"] == {"script_sha256": digest, "failed": "main.py exited with 3"}
+    assert tried["agent"] == "script" and len(tried["delegations"]) == 1
+    assert tried["delegations"][0]["todo_id"] == "todo_1" and tried["delegations"][0]["result"] == "done"
+    assert [i["action"] for i in afresh["iterations"]] == ["submit_tasks", "confirm", "confirm", "confirm"]
+    assert afresh["completed"] and not attempt["completed"]
+    text = run_cli("log", "p-1", "--run-dir", str(tmp_path / "runs")).stdout
+    assert "(todo_task, fast path failed)" in text and "-- iteration 1: fast path, main.py" in text
+    assert "   script: delegate -> convert [todo_1: Convert exports/a.json]" in text
+    assert "   fast path failed: main.py exited with 3; the step starts afresh" in text
+
+
+TELLS_WHAT_IT_GOT = textwrap.dedent(
+    """\
+    import json, os, sys, urllib.request
+    url = os.environ["MCP_API_URL"] + "/tools/custom/call_sub_agent"
+    body = {"route_id": "convert", "todo_id": "todo_1", "instructions": "Convert a."}
+    headers = {"Authorization": "Bearer " + os.environ["MCP_API_TOKEN"]}
+    with urllib.request.urlopen(urllib.request.Request(url, json.dumps(body).encode(), headers)) as answer:
+        open("answer.json", "w").write(json.dumps({"status": answer.status, **json.load(answer)}))
+    sys.exit(3)
+    """
+)
+
+
+def test_a_sub_agent_that_gives_up_is_an_answer_to_the_script_and_the_run_stops_resumably(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The LLM sub-agent of a script's delegation stops (its answers refused until it
+    stops): the script gets HTTP 200 with `gave_up`, its attempt fails, the step starts
+    afresh, and the run stops where docs/llm.md says (the model's refusals), resumable;
+    what the model spent is journaled, and the log keeps the attempt apart."""
+    from todoflow.runtime.agents.llm import MAX_REFUSALS, LlmAgent
+    from todoflow.runtime.agents.llm_config import LlmConfig, Provider
+
+    engine, workspace = _run(tmp_path, TELLS_WHAT_IT_GOT, llms=LlmChoices(None, Llm("fake", "m")))
+    monkeypatch.setenv("FAKE_KEY", "k")
+    out = io.StringIO()
+    with FakeModel([{"text": "I cannot do this."}] * (MAX_REFUSALS + 1)) as fake:
+        config = LlmConfig(
+            {"fake": Provider("fake", fake.url, "FAKE_KEY")}, LlmChoices(None, Llm("fake", "m"))
+        )
+        assert drive(engine, LlmAgent(config), out) == "stopped"
+    engine.close()
+    answer = json.loads((workspace / "answer.json").read_text())
+    assert answer == {
+        "status": 200,
+        "todo_id": "todo_1",
+        "route_id": "convert",
+        "passed": False,
+        "reason": "the sub-agent gave no answer: "
+        f"the model's answers were refused {MAX_REFUSALS + 1} times in a row",
+        "next": "Sub-agent convert · Task 1/3",
+        "gave_up": True,
+    }
+    types = [e["type"] for e in read_journal(tmp_path / "runs" / "p-1")]
+    assert types == [
+        "submit_tasks",
+        "fast_path_started",
+        "delegate",
+        *["llm_call"] * (MAX_REFUSALS + 1),
+        "fast_path_failed",
+        "submit_tasks",
+    ]
+    assert (
+        "learn_code failed (main.py exited with 3); the orchestrator starts the step afresh" in out.getvalue()
+    )
+    log = json.loads(run_cli("log", "p-1", "--run-dir", str(tmp_path / "runs"), "--json").stdout)
+    (delegation,) = log["steps"][0]["iterations"][1]["delegations"]
+    assert len(delegation["llm_calls"]) == MAX_REFUSALS + 1 and delegation["agent"] == "convert"
 
 
 def test_fast_path_only_makes_a_missing_or_failing_script_an_error(tmp_path: Path) -> None:

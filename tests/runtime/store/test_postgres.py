@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -283,3 +284,34 @@ def test_status_follow_prints_each_step_until_the_run_completes(
     lines = out.splitlines()
     assert [line.split()[3] for line in lines[:2]] == ["confirm", "confirm"]
     assert lines[-1] == "complete: result {}"
+
+
+def test_learn_code_reads_its_script_from_the_learnings_folder_with_the_store(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """`--learnings DIR` names where learn_code's main.py is, with `--store` as without it:
+    the step completes by its script (no orchestrator reply), and `serve` takes it too."""
+    scripts, workspace = tmp_path / "scripts", tmp_path / "workspace"
+    shutil.copytree(ROOT / "examples" / "learnings", scripts)
+    workspace.mkdir()
+    example = ROOT / "examples" / "fast-path.todoflow"
+    replies = ROOT / "examples" / "replies" / "fast-path.yaml"
+    ran = run_cli(
+        "run",
+        str(example),
+        "--agent",
+        f"scripted:{replies}",
+        "--store",
+        pg_url,
+        "--workspace",
+        str(workspace),
+        "--learnings",
+        str(scripts),
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "the step completed by the fast path, with no orchestrator model" in ran.stdout
+    served = run_cli(
+        "serve", str(ROOT / "examples"), "--store", pg_url, "--learnings", str(scripts), stdin=""
+    )
+    assert served.returncode == 0 and not served.stderr, served.stderr

@@ -18,11 +18,6 @@ from ...conftest import run_cli
 PASSWORD = "S3cr3t"
 
 
-@pytest.fixture(autouse=True)
-def _no_secrets_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(redaction, "_SECRETS", [()])
-
-
 @pytest.mark.parametrize(
     ("url", "shown", "problem"),
     [

@@ -44,18 +44,8 @@ def drive(
             out.write(f"blocked: {directive.blocked}\n")
             return "blocked"
         if show_prompts:
-            out.write(
-                f"--- prompt ({directive.node}, step {directive.state.step_id}) ---\n{directive.prompt()}\n"
-            )
-            if isinstance(agent, OffersTools):
-                out.write(f"{agent.offered_tools(directive)}\n")
-        by = "agent"
-        ready = directive.ready_reply()
-        if ready is not None:
-            answer: Any = ready
-            by = "caller"
-        else:
-            answer = agent.reply(directive)
+            _show_prompt(directive, agent, out)
+        answer, by = _answer(directive, agent)
         usage = agent.spent()
         if isinstance(answer, Stop):
             if usage:
@@ -83,6 +73,20 @@ def drive(
         out.write(_progress_line(directive))
     out.write(card_text(directive))
     return "complete"
+
+
+def _show_prompt(directive: Directive, agent: Agent, out: TextIO) -> None:
+    """The directive's rendered prompt, and the tools an agent that offers them would give."""
+    out.write(f"--- prompt ({directive.node}, step {directive.state.step_id}) ---\n{directive.prompt()}\n")
+    if isinstance(agent, OffersTools):
+        out.write(f"{agent.offered_tools(directive)}\n")
+
+
+def _answer(directive: Directive, agent: Agent) -> tuple[Any, str]:
+    """The reply and who gives it: the caller's own when the directive has one ready (the
+    ready checklist passed on), else the agent's."""
+    ready = directive.ready_reply()
+    return (ready, "caller") if ready is not None else (agent.reply(directive), "agent")
 
 
 def _fast_path(

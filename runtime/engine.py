@@ -26,11 +26,21 @@ from todoflow.dsl.nodes import replace
 
 from . import orchestrator
 from .directive import Directive
-from .entries import Confirm, Entry, Head, LlmCall, RaiseTurns, Revise, SubmitTasks, Teleport, ToolCalled
+from .entries import (
+    Confirm,
+    Entry,
+    Head,
+    LlmCall,
+    RaiseTurns,
+    Revise,
+    SubmitTasks,
+    Teleport,
+    ToolCalled,
+    redacted,
+)
 from .events import todos
 from .llm_choice import LlmChoices, Spent, ToolUse, Usage
 from .plan import Task
-from .redaction import redacted
 from .replies import (
     CompleteReply,
     CompleteTodoReply,
@@ -273,7 +283,7 @@ class Engine:
 
     def _applied(self, state: ProcessState, entry: Entry) -> Applied:
         """The one point where what an agent, a driver or a caller handed in becomes a
-        journal entry: its configured secrets redacted (`runtime.redaction`), then settled."""
+        journal entry: its configured secrets redacted (`runtime.entries`), then settled."""
         entry = redacted(entry)
         return Applied(state, settle(self.plan, state, entry), entry)
 

@@ -26,7 +26,7 @@ FMT = sorted((FIXTURES / "fmt").glob("*.todoflow"))
 def _no_secrets_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test starts knowing no secret: what one test's configuration kept (a key, a
     `${VAR}` value) must not be redacted from another's journal in the same process."""
-    from todoflow.runtime import redaction
+    from todoflow.runtime import entries as redaction  # the secrets no entry may hold
 
     monkeypatch.setattr(redaction, "_SECRETS", [()])
 

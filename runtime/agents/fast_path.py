@@ -50,10 +50,9 @@ from todoflow.dsl.diagnostics import TodoflowError
 
 from ..directive import Directive
 from ..engine import Engine, Refusal
-from ..entries import FastPathFailed, FastPathStarted
+from ..entries import FastPathFailed, FastPathStarted, keep
 from ..orchestrator import learn_code
 from ..plan import RunStep
-from ..redaction import keep
 
 SCRIPT = "main.py"
 TIMEOUT = 600.0  # seconds the script may run

@@ -33,11 +33,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..directive import Directive
-from ..entries import ORCHESTRATOR
+from ..entries import ORCHESTRATOR, redact
 from ..events import todos
 from ..llm_choice import Spent, Usage
 from ..plan import Llm
-from ..redaction import redact
 from ..replies import (
     CompleteTodoReply,
     ContinueReply,

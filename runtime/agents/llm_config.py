@@ -20,7 +20,7 @@ Options (`--llm`, `--preset-llm`) win over the environment (`TODOFLOW_LLM`,
 `TODOFLOW_PRESET_LLM`), which wins over the file. A key is read from the environment
 when a client is made and never written anywhere: not in run.json, the journal, an
 event or an error. Every provider's key found in the environment is kept as a secret
-(`runtime.redaction`), so what a model echoes of it is redacted before it is journaled.
+(`runtime.entries`), so what a model echoes of it is redacted before it is journaled.
 With `TODOFLOW_LLM_LOOPBACK_ONLY` set (the test suite sets it), an endpoint that is not
 on this machine's loopback is refused.
 """
@@ -39,9 +39,9 @@ from urllib.parse import urlparse
 from todoflow.dsl.diagnostics import TodoflowError
 from todoflow.dsl.nodes import node
 
+from ..entries import keep
 from ..llm_choice import DEFAULT_VARIABLE, PRESET_VARIABLE, LlmChoices, parse_llm, select_llm
 from ..plan import Llm, RunPlan
-from ..redaction import keep
 
 LOOPBACK_ONLY = "TODOFLOW_LLM_LOOPBACK_ONLY"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}

@@ -30,7 +30,7 @@ from typing import Any, TextIO, TypeVar, cast
 
 from todoflow.dsl.diagnostics import TodoflowError
 
-from ..redaction import keep
+from ..entries import keep
 from .toolbox import ToolOutcome, ToolSpec
 
 PREFIX = "mcp"

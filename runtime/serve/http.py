@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ..redaction import keep
+from ..entries import keep
 from .service import ServeError, TodoService
 
 Scope = MutableMapping[str, Any]

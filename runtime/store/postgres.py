@@ -43,10 +43,9 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 from pydantic import ValidationError
 
-from ..entries import Entry, json_line, to_json
+from ..entries import Entry, json_line, keep, redact, to_json
 from ..learnings import Learning, LearningError, learned
 from ..plan import PlanError, RunPlan, Task, kept_plan, plan_from_files, run_plan
-from ..redaction import keep, redact
 from ..state import Applied, ProcessState, from_json, initial_state, replayed
 from ..state import to_json as state_json
 from .base import (
@@ -86,7 +85,7 @@ def shown(url: str) -> str:
 
 def checked(url: str) -> str:
     """`url`, read once by libpq's own rules (`conninfo_to_dict`) before anything connects:
-    its password kept as a secret (`runtime.redaction`), a malformed part named in a
+    its password kept as a secret (`runtime.entries`), a malformed part named in a
     `DatabaseError` that shows the URL without its password."""
     userinfo = _authority(url).rpartition("@")[0]
     password = userinfo.partition(":")[2]

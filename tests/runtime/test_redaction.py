@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from todoflow.runtime import redaction
+from todoflow.runtime import entries as redaction  # the secrets no entry may hold
 from todoflow.runtime.entries import Confirm, SubmitTasks
 from todoflow.runtime.plan import Task
 

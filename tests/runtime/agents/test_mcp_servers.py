@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from todoflow.runtime import redaction
+from todoflow.runtime import entries as redaction  # the secrets no entry may hold
 from todoflow.runtime.agents.mcp_servers import (
     HttpServer,
     McpError,

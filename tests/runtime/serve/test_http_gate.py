@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from todoflow.runtime import redaction
+from todoflow.runtime import entries as redaction  # the secrets no entry may hold
 from todoflow.runtime.serve.http import Gate, HttpOptions, checked, parse_address, read_tokens
 from todoflow.runtime.serve.service import ServeError, TodoService, Workflows
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from todoflow.runtime import redaction
+from todoflow.runtime import entries as redaction  # the secrets no entry may hold
 from todoflow.runtime.store import postgres as pg_store
 from todoflow.runtime.store.base import without_password
 

@@ -32,6 +32,11 @@ class TaskItem(_Reply):
 
     action: Text = Field(description="Self-contained work to perform (1-1,000 characters).")
     expected_result: Text = Field(description="An observable completion condition (1-1,000 characters).")
+    constraints: list[Text] | None = Field(
+        default=None,
+        description="The task's constraints as the directive handed them out, unchanged (leaving them "
+        "out keeps them too); an agent never writes its own.",
+    )
 
 
 class IntakeReply(_Reply):
@@ -284,16 +289,24 @@ def _reason(error: ValidationError, node: str, tagged: bool = False) -> str:
     if strays:  # a reply meant for another node: say what this one takes
         names = ", ".join(f"`{e['loc'][0]}`" for e in strays)
         return f"{names} is not part of a reply at {node}: it takes {_TAKES[node]}"
-    return "; ".join(_one(e) for e in errors[:3])
+    return "; ".join(_grouped(errors))
+
+
+def _grouped(errors: list[Any]) -> list[str]:
+    """Every offending item, named once: fields missing or out of place in one sentence
+    each, the others one by one (a list of 100 tasks is refused in full, not its first three)."""
+    out: list[str] = []
+    for kind, verb in (("missing", "{} missing"), ("extra_forbidden", "{} not part of this reply")):
+        fields = [_path(e["loc"]) for e in errors if e["type"] == kind]
+        if fields:
+            names = ", ".join(f"`{f}`" if kind == "extra_forbidden" else f for f in fields)
+            out.append(verb.format(f"{names} {'is' if len(fields) == 1 else 'are'}"))
+    return out + [_one(e) for e in errors if e["type"] not in ("missing", "extra_forbidden")]
 
 
 def _one(error: Any) -> str:
     field = _path(error["loc"])
     kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
-    if kind == "missing":
-        return f"{field} is missing"
-    if kind == "extra_forbidden":
-        return f"`{field}` is not part of this reply"
     if kind == "string_too_long":
         return f"{field} is {len(value):,} characters; at most {ctx['max_length']:,}"
     if kind == "string_pattern_mismatch" and "todo_id" in field and str(value).strip():

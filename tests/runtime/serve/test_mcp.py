@@ -138,6 +138,38 @@ async def test_a_full_run_with_a_ready_list(tmp_path: Path) -> None:
     assert listing["parent_execution_id"] == "none"
 
 
+async def test_the_ready_checklist_round_trips_verbatim_through_the_official_client(tmp_path: Path) -> None:
+    """Issue 26: the intake prompt says to pass `ready_tasks` on unchanged; sending exactly
+    that, constraints and all, is accepted; constraints that differ are refused, each named."""
+    ready = [
+        {**READY[0], "constraints": ["Link every PR"]},
+        READY[1],
+        {**READY[2], "constraints": ["Only after the wheel is out", "Mention the changelog"]},
+    ]
+    async with serve(tmp_path) as session:
+        directive = await begin(session, workflowId="todo-list", tasks=ready)
+        handed = directive["ready_tasks"]
+        assert [t.get("constraints") for t in handed] == [
+            None,
+            ["Link every PR"],
+            ["Only after the wheel is out", "Mention the changelog"],
+        ]
+        changed = [{**t, "constraints": ["Mine"]} for t in handed]
+        reason = await refused(
+            session,
+            "step",
+            processId=directive["processId"],
+            attemptId=directive["attemptId"],
+            tasks=changed,
+            progress_checklist_outcome="x",
+        )
+        assert "tasks[0].constraints, tasks[1].constraints, tasks[2].constraints differ" in reason
+        directive = await answer(session, directive, tasks=handed, progress_checklist_outcome="three")
+        assert directive["role"] == "Task 1/3"
+        directive = await answer(session, directive, **confirm(1))
+        assert directive["task"]["constraints"] == ["Link every PR"]  # the plan kept them
+
+
 async def test_a_list_the_agent_composes_and_a_revision_that_keeps_the_prefix(tmp_path: Path) -> None:
     async with serve(tmp_path) as session:
         directive = await begin(session, workflowId="moira/todo-list", goal="Tidy the repository")

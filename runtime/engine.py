@@ -300,7 +300,7 @@ class Engine:
         head = Head(seq=state.seq + 1, at=self.clock(), by=by, step=step_id)
         if step.kind == "todo_task" and by == "agent" and state.node != "delegated":
             closed = orchestrator.script_only(step, state, self.fast_path_only) or orchestrator.out_of_turns(
-                step, state
+                step, state, self.process_id
             )
             if closed is not None:
                 raise InvalidReply(closed)

@@ -40,6 +40,7 @@ def start(
     llms: LlmChoices | None = None,
     agent: str | None = None,
     fast_path_only: bool = False,
+    max_turns: int | None = None,
     process_id: str | None = None,
     clock: Clock = utc_now,
 ) -> Engine:
@@ -49,7 +50,8 @@ def start(
     (default: `learnings/` beside the source, or in the workspace for source text): a run
     folder records its learnings there, and a learn_code step's `main.py` is read from it
     whatever the store; `llms` the preset's and the default model; `agent` what drives the
-    run (resume reuses it)."""
+    run (resume reuses it); `max_turns` every todo_task step's bound on orchestrator turns,
+    instead of the steps' own (recorded in the meta, so a resumed run keeps it)."""
     runs = runs_at(where)
     pid = process_id or new_process_id(definition.workflow_id)
     llms = llms or LlmChoices()
@@ -74,6 +76,7 @@ def start(
         preset_llm=str(llms.preset) if llms.preset else None,
         agent=agent,
         fast_path_only=fast_path_only,
+        max_turns=max_turns,
     )
     runs.create(definition.files, meta, ready or {})
     return open_process(runs, pid, clock=clock)[0]

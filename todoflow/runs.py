@@ -76,7 +76,11 @@ def _run_parser(commands: Any) -> argparse.ArgumentParser:
         help="resume even if the source changed since the start",
     )
     run.add_argument(
-        "--max-turns", type=int, metavar="N", help="with --resume: raise the current step's bound on turns"
+        "--max-turns",
+        type=_bound,
+        metavar="N",
+        help="every todo_task step's bound on orchestrator turns (recorded with the run); "
+        "with --resume: raise the current step's",
     )
     run.add_argument(
         "--fast-path-only",
@@ -203,8 +207,11 @@ def _start(args: argparse.Namespace, spec: AgentSpec) -> int:
         llms=llms,
         agent=str(spec),
         fast_path_only=args.fast_path_only,
+        max_turns=args.max_turns,
     )
     print(f"started {engine.process_id} ({_shown(where(args), engine.process_id)})", file=sys.stderr)
+    if args.max_turns is not None:
+        print(f"note: each todo_task step may take {args.max_turns} orchestrator turns", file=sys.stderr)
     return _drive(args, runs, engine, agent)
 
 
@@ -275,11 +282,36 @@ def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -
         )
         if left:
             print(f"note: the run is complete with {left} replies of the script unused", file=sys.stderr)
+        resume = _resume_command(args, engine) if outcome != "complete" else []
     if outcome == "complete":
         return EXIT_OK
-    command = ["todoflow", "run", "--resume", engine.process_id, *_location_options(args)]
-    print(f"resume with: {shlex.join(command)}", file=sys.stderr)
+    print(f"resume with: {shlex.join(resume)}", file=sys.stderr)
     return EXIT_ERRORS if outcome == "refused" else EXIT_RESUMABLE
+
+
+def _resume_command(args: argparse.Namespace, engine: Engine) -> list[str]:
+    """The command that continues the run when pasted: a step out of turns goes on with a
+    raised bound, so the hint names one."""
+    from todoflow.runtime.orchestrator import raised_bound
+
+    command = ["todoflow", "run", "--resume", engine.process_id, *_location_options(args)]
+    directive = engine.directive()
+    if directive.step is not None and directive.step.kind == "todo_task":
+        raised = raised_bound(directive.step, directive.state)
+        if raised is not None:
+            command += ["--max-turns", str(raised)]
+    return command
+
+
+def _bound(text: str) -> int:
+    """`--max-turns N`: a whole number of at least one turn."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a bound on turns is a whole number of at least 1, not {text!r}")
+    return value
 
 
 def _live_trace(args: argparse.Namespace, engine: Engine) -> LiveTrace | None:

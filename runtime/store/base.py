@@ -98,6 +98,7 @@ class RunMeta(BaseModel):
     preset_llm: str | None = None  # the preset's model
     agent: str | None = None  # what drives the run: `human`, `scripted:FILE`, `llm`, `mcp`
     fast_path_only: bool = False  # learn_code: a missing or failing script is an error, no fallback
+    max_turns: int | None = None  # `run --max-turns` at the start: every todo_task step's bound
 
     def text(self) -> str:
         """run.json's text."""

@@ -879,11 +879,12 @@ def _plan(folder: Path, meta: RunMeta) -> RunPlan:
         plan = load_plan(folder / "plan", meta.workflow_id, meta.title or meta.workflow_id)
         ready_file = folder / "plan" / READY
         ready = ready_file.read_text(encoding="utf-8") if ready_file.exists() else None
-        return run_plan(plan, meta.goal, ready)
+        return run_plan(plan, meta.goal, ready, meta.max_turns)
 
     stored = os.path.join(folder, "plan")
     files = tuple(_identity(os.path.join(stored, name)) for name in _PLAN_FILES)
-    return kept_plan((str(folder), files, meta.plan_sha256, meta.goal, meta.workflow_id, meta.title), build)
+    key = (str(folder), files, meta.plan_sha256, meta.goal, meta.workflow_id, meta.title, meta.max_turns)
+    return kept_plan(key, build)
 
 
 _PLAN_FILES = ("plan.json", "step_config.json", READY)  # what a stored plan is built from, but templates

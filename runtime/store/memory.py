@@ -214,6 +214,7 @@ class MemoryRuns:
             plan_from_files(files, meta.workflow_id, meta.title or meta.workflow_id),
             meta.goal,
             files.get(READY),
+            meta.max_turns,
         )
         store = MemoryStore(meta.process_id, plan, meta.started_at, self._learnings, meta.source_sha256)
         with self._lock:

@@ -306,7 +306,7 @@ class PgRuns:
         if row is None:
             raise StoreError(self._no_run(process_id))
         meta = _meta(process_id, row[0])
-        key = meta.plan_sha256 and (meta.plan_sha256, meta.goal, meta.workflow_id, meta.title)
+        key = meta.plan_sha256 and (meta.plan_sha256, meta.goal, meta.workflow_id, meta.title, meta.max_turns)
         plan = kept_plan(key or None, lambda: self._plan(meta))
         store = PgStore(self, meta.process_id, plan, meta.started_at, self._learnings, meta.source_sha256)
         return OpenRun(meta, store, self._learnings)
@@ -323,7 +323,7 @@ class PgRuns:
             stored = plan_from_files(files, meta.workflow_id, meta.title or meta.workflow_id)
         except PlanError as error:
             raise StoreError(f"run `{meta.process_id}`: {error}") from None
-        return run_plan(stored, meta.goal, files.get(READY))
+        return run_plan(stored, meta.goal, files.get(READY), meta.max_turns)
 
     def _no_run(self, process_id: str) -> str:
         known = [pid for pid, _ in self._listed(20)]

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -306,10 +307,38 @@ def test_a_run_stopped_at_its_bound_on_turns_resumes_with_a_raised_bound(tmp_pat
     (run,) = _runs(tmp_path)
     listing = run_cli("status", "--json", cwd=tmp_path)
     assert json.loads(listing.stdout)[0]["status"] == "blocked"
+    assert f"`todoflow run --resume {run.name} --max-turns 2`" in first.stdout  # the real id (issue 26)
     hint = next(line for line in first.stderr.splitlines() if line.startswith("resume with: "))
-    resumed = run_cli(*hint.removeprefix("resume with: todoflow ").split(), "--max-turns", "3", cwd=tmp_path)
+    assert hint.endswith("--max-turns 2")
+    resumed = run_cli(*shlex.split(hint.removeprefix("resume with: todoflow ")), cwd=tmp_path)  # as pasted
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert [e["type"] for e in read_journal(run)][-2:] == ["raise_turns", "confirm"]
+
+
+def test_a_fresh_run_honours_and_records_max_turns(tmp_path: Path) -> None:
+    """Issue 26: `--max-turns` on a fresh run overrides the steps' bound; a resume keeps it."""
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    todo_task t "T" {\n        max_turns 1\n    }\n}\n')
+    replies = tmp_path / "replies.yaml"
+    replies.write_text(
+        "- tasks: [{action: a, expected_result: a done}, {action: b, expected_result: b done}, "
+        "{action: c, expected_result: c done}]\n"
+        "  progress_checklist_outcome: three\n"
+        "- {evidence: did a, progress_execution_outcome: a ok}\n"
+        "- {evidence: did b, progress_execution_outcome: b ok}\n"
+        "- {evidence: did c, progress_execution_outcome: c ok}\n"
+    )
+    first = run_cli("run", str(flow), "--agent", f"scripted:{replies}", "--max-turns", "2", cwd=tmp_path)
+    assert first.returncode == 3 and "has used all 2 of its orchestrator turns" in first.stdout
+    assert "note: each todo_task step may take 2 orchestrator turns" in first.stderr
+    (run,) = _runs(tmp_path)
+    assert json.loads((run / "run.json").read_text())["max_turns"] == 2
+    hint = next(line for line in first.stderr.splitlines() if line.startswith("resume with: "))
+    assert hint.endswith("--max-turns 4")
+    resumed = run_cli(*shlex.split(hint.removeprefix("resume with: todoflow ")), cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    zero = run_cli("run", str(flow), "--max-turns", "0", cwd=tmp_path)
+    assert zero.returncode == 2 and "a whole number of at least 1, not '0'" in zero.stderr
 
 
 def test_learnings_are_listed_shown_and_retired(tmp_path: Path) -> None:

@@ -103,12 +103,64 @@ def test_human_revises_the_checklist_line_by_line(tmp_path: Path) -> None:
 
 def test_a_refused_scripted_reply_stops_the_run_resumably(tmp_path: Path) -> None:
     replies = tmp_path / "replies.yaml"
-    replies.write_text("- evidence: '" + "x" * 612 + "'\n  progress_execution_outcome: done\n")
+    replies.write_text("- tasks: [{action: a, expected_result: b}]\n  progress_checklist_outcome: one\n")
     result = run_cli("run", str(EXAMPLE), "--agent", f"scripted:{replies}", cwd=tmp_path)
     assert result.returncode == 1
-    assert "refused: evidence is 612 characters; at most 500" in result.stdout
+    assert "refused: `tasks`, `progress_checklist_outcome` is not part of a reply at work" in result.stdout
     (run,) = _runs(tmp_path)
     assert read_journal(run) == []
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (
+            "- evidence: '" + "x" * 612 + "'\n  progress_execution_outcome: done\n",
+            "evidence is 612 characters",
+        ),
+        (
+            "- taskz: [{action: a, expected_result: b}]\n  progress_checklist_outcome: one\n",
+            "`taskz`, `progress_checklist_outcome` is no reply todoflow takes; a reply is one of: "
+            "`tasks` + `progress_checklist_outcome` (intake); `evidence` + `progress_execution_outcome`",
+        ),
+        ("- get_todo: {todo_id: seven}\n", "todo_id is `seven`; a todo id is `todo_<N>` for task N"),
+        ("- {blocked: waiting, evidence: x}\n", "`blocked: REASON` stands alone"),
+    ],
+)
+def test_a_replies_file_is_checked_before_a_run_is_made(tmp_path: Path, reply: str, reason: str) -> None:
+    """Issue 26: a typo in the first reply used to leave a `stopped` run behind."""
+    replies = tmp_path / "replies.yaml"
+    replies.write_text(reply)
+    result = run_cli("run", str(EXAMPLE), "--agent", f"scripted:{replies}", cwd=tmp_path)
+    assert result.returncode == 1 and f"{replies}: reply 1: " in result.stderr
+    assert reason in result.stderr, result.stderr
+    assert not (tmp_path / ".todoflow").exists()
+
+
+def test_scripted_replies_read_the_todos_and_expect_what_they_hold(tmp_path: Path) -> None:
+    """Issue 26: `list_todos` and `get_todo`, documented as replies, are accepted; a read
+    is answered from the run and journals nothing; `expect` makes the script fail loudly."""
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    todo_task t "T" {\n    }\n}\n')
+    replies = tmp_path / "replies.yaml"
+    script = (
+        "- tasks: [{action: a, expected_result: a done}, {action: b, expected_result: b done}]\n"
+        "  progress_checklist_outcome: two\n"
+        "- list_todos: {}\n"
+        '  expect: \'"status": "in_progress"\'\n'
+        "- {evidence: did a, progress_execution_outcome: a ok}\n"
+        "- get_todo: {todo_id: todo_1}\n"
+        "  expect: 'a ok'\n"
+        "- {evidence: did b, progress_execution_outcome: b ok}\n"
+    )
+    replies.write_text(script)
+    result = run_cli("run", str(flow), "--agent", f"scripted:{replies}", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (run,) = _runs(tmp_path)
+    assert [e["type"] for e in read_journal(run)] == ["submit_tasks", "confirm", "confirm"]
+    replies.write_text(script.replace("expect: 'a ok'", "expect: 'c ok'"))
+    drifted = run_cli("run", str(flow), "--agent", f"scripted:{replies}", cwd=tmp_path)
+    assert drifted.returncode == 1 and "the script's get_todo expected 'c ok' in its answer" in drifted.stderr
 
 
 def test_resume_refuses_a_changed_definition_unless_accepted(tmp_path: Path) -> None:

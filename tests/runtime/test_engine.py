@@ -472,3 +472,16 @@ def test_repair_sees_an_entrys_events_cut_at_a_line_end(tmp_path: Path) -> None:
     assert reopened.repair() is True
     assert path.read_bytes() == whole
     assert reopened.repair() is False
+
+
+def test_a_refusal_at_work_lists_every_form_it_takes_the_todo_tools_too(tmp_path: Path) -> None:
+    engine, _ = start(tmp_path, CHECKLIST)
+    list(walk(engine, [intake("a", "b")]))
+    reason = _refusal(engine, {"mood": "fine"}).reason
+    assert reason == (
+        "`mood` is not part of a reply at work: it takes `evidence` and `progress_execution_outcome`, "
+        "or `teleportTo`, or a decision (`next_action`), or a todo tool (`create_todo`, `update_todo`, "
+        "`complete_todo`, `list_todos`, `get_todo`)"
+    )
+    read = _refusal(engine, {"list_todos": {}}).reason
+    assert read == "list_todos reads the todos and changes nothing: it is a tool of its own, not a reply"

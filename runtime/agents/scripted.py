@@ -11,11 +11,10 @@ from todoflow.compiler.files import write_atomically
 from todoflow.dsl.diagnostics import TodoflowError
 
 from ..directive import Directive
-from ..events import todos
 from ..llm_choice import Usage
 from ..replies import READS, InvalidReply, check_reply, read_call
 from ..workspace import confined
-from .base import Answer, Blocked, Stop
+from .base import Answer, Blocked, Stop, read_todos
 
 
 class ScriptError(TodoflowError):
@@ -164,14 +163,9 @@ def _answer(read: tuple[str, str | None], reply: dict[str, Any], directive: Dire
     """A `list_todos` or `get_todo` of the script, read from the directive's step; with
     `expect: TEXT` the answer must contain TEXT (a script fails loudly, never drifts)."""
     tool, todo_id = read
-    if directive.step is None or not directive.state.tasks:
-        raise ScriptError(f"the script's {tool}: there is no checklist to read yet")
-    listed = json.loads(todos(directive.step, directive.state))
-    answer: Any = listed
-    if todo_id is not None:
-        answer = next((todo for todo in listed["todos"] if todo["id"] == todo_id), None)
-        if answer is None:
-            raise ScriptError(f"the script's get_todo: there is no `{todo_id}` in step `{listed['step_id']}`")
+    answer = read_todos(directive, todo_id)
+    if isinstance(answer, str):
+        raise ScriptError(f"the script's {tool}: {answer}")
     expected = reply.get("expect")
     if expected is not None and expected not in json.dumps(answer, ensure_ascii=False):
         raise ScriptError(f"the script's {tool} expected {expected!r} in its answer: {json.dumps(answer)}")

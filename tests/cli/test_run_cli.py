@@ -565,3 +565,26 @@ def test_an_expected_file_that_is_a_link_out_of_the_workspace_does_not_count(tmp
     )
     assert result.returncode == 1
     assert "its expected file `out.txt` resolves outside the workspace" in result.stdout
+
+
+def test_a_person_has_the_todo_tools_at_the_work_prompt(tmp_path: Path) -> None:
+    """Issue 26: `create`, `update`, `list` and `show` at an orchestrated step's prompt,
+    refused by the engine's rules like any agent's call; a read journals nothing."""
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    todo_task t "T" {\n    }\n}\n')
+    typed = [
+        *("a => a done", "", "one"),
+        *("list", "show todo_1", "create Tag it :: git tag v2 exists"),
+        *("update todo_2 blocked waiting for review", "update todo_9 in_progress", "show todo_9", "list"),
+        *("did a", "ok", "quit"),
+    ]
+    result = run_cli("run", str(flow), "--agent", "human", stdin="\n".join(typed) + "\n", cwd=tmp_path)
+    assert result.returncode == 3, result.stdout + result.stderr
+    out = result.stdout
+    assert "`create <title> :: <description>`, `update <todo> <status> [notes]`, `list`, `show <todo>`" in out
+    assert "todo_1 [in_progress] a => a done" in out
+    assert "refused: there is no `todo_9`: the checklist holds todo_1 to todo_2" in out
+    assert "there is no `todo_9` in step `t`" in out
+    assert "todo_2 [blocked] Tag it => git tag v2 exists (waiting for review)" in out
+    (run,) = _runs(tmp_path)
+    assert [e["type"] for e in read_journal(run)] == ["submit_tasks", "create_todo", "update_todo", "confirm"]

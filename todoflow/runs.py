@@ -71,6 +71,11 @@ def _run_parser(commands: Any) -> argparse.ArgumentParser:
     )
     run.add_argument("--resume", metavar="PROCESS_ID", help="continue a stopped or killed run")
     run.add_argument(
+        "--force",
+        action="store_true",
+        help="with --resume: drive the run even while another program drives it",
+    )
+    run.add_argument(
         "--accept-changed-definition",
         action="store_true",
         help="resume even if the source changed since the start",
@@ -222,6 +227,14 @@ def _resume(args: argparse.Namespace, given: AgentSpec | None) -> int:
 
     runs = runs_at(where(args))
     meta = runs.read_meta(args.resume)
+    driver = runs.driver(args.resume)
+    if driver is not None and not args.force:
+        print(
+            f"todoflow: error: run {args.resume} is driven by {driver}; two drivers would answer the same "
+            "directives: pass --force to drive it too",
+            file=sys.stderr,
+        )
+        return EXIT_ERRORS
     changed = process.changed_definition(meta)
     if changed and not args.accept_changed_definition:
         print(

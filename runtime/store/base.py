@@ -22,6 +22,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
+import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib.metadata import entry_points
@@ -315,6 +317,11 @@ class Runs(Protocol):
         """Whether a program drives the run now."""
         ...
 
+    def driver(self, process_id: str) -> str | None:
+        """Who drives the run now, in words (`pid 4242 on build-7`), or None when nobody
+        does (the last to start, when several do)."""
+        ...
+
     def changes(self, process_id: str, seq: int) -> Iterator[None]:
         """Wakes (yields) whenever the run's journal may have grown past entry `seq`; the
         caller reads what is new by sequence number, so a missed wake costs nothing."""
@@ -418,3 +425,8 @@ def known_schemes() -> list[str]:
     """The URL schemes some adapter serves (registered, or to be loaded by entry point)."""
     names = set(_ADAPTERS) | {point.name for point in entry_points(group=ENTRY_POINTS)}
     return sorted(names - {FOLDER})
+
+
+def this_program() -> str:
+    """This program as `driver` names it: its process id and its host."""
+    return f"pid {os.getpid()} on {socket.gethostname()}"

@@ -82,6 +82,7 @@ from .base import (
     ready_text,
     register,
     snapshot_due,
+    this_program,
 )
 
 FLUSH_EVERY = 100  # events.jsonl is brought up to date at least this often
@@ -745,10 +746,12 @@ class FolderRuns:
     def driving(self, process_id: str) -> Iterator[None]:
         """A shared lock on the run's `driving` file while inside: any number of programs
         may drive one run; `driven` only tries the lock."""
-        handle = _open_existing(self.folder(process_id) / DRIVING, os.O_RDONLY)
+        handle = _open_existing(self.folder(process_id) / DRIVING, os.O_RDWR)
         try:
             if handle >= 0:
                 fcntl.flock(handle, fcntl.LOCK_SH)
+                os.ftruncate(handle, 0)  # who drives it, for `driver` (the last to start)
+                os.pwrite(handle, this_program().encode(), 0)
             yield
         finally:
             if handle >= 0:
@@ -765,6 +768,15 @@ class FolderRuns:
         finally:
             os.close(handle)  # releases the probe's lock
         return False
+
+    def driver(self, process_id: str) -> str | None:
+        if not self.driven(process_id):
+            return None
+        try:
+            named = (self.folder(process_id) / DRIVING).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            named = ""
+        return named or "another program"
 
     def changes(self, process_id: str, seq: int) -> Iterator[None]:
         while True:  # a run folder tells nobody: look at it now and then

@@ -35,6 +35,7 @@ from .base import (
     forget,
     ready_text,
     register,
+    this_program,
 )
 
 
@@ -263,6 +264,9 @@ class MemoryRuns:
 
     def driven(self, process_id: str) -> bool:
         return self._run(process_id).drivers > 0
+
+    def driver(self, process_id: str) -> str | None:
+        return this_program() if self.driven(process_id) else None  # memory is this program's
 
     def changes(self, process_id: str, seq: int) -> Iterator[None]:
         while True:

@@ -60,6 +60,7 @@ from .base import (
     ready_text,
     register,
     snapshot_due,
+    this_program,
 )
 
 T = TypeVar("T")
@@ -410,6 +411,23 @@ class PgRuns:
         )
         return bool(row and row[0])
 
+    def driver(self, process_id: str) -> str | None:
+        """The program behind the newest presence that drives the run: each names itself
+        in its presence connection's application_name (`this_program`)."""
+        row = self.read(
+            lambda c: c.execute(
+                "SELECT a.application_name FROM todoflow_drivers d "
+                "JOIN pg_locks l ON l.locktype = 'advisory' AND l.classid = %s::oid "
+                "AND l.objid = d.instance::oid AND l.objsubid = 2 AND l.granted "
+                "JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE d.process_id = %s ORDER BY d.instance DESC LIMIT 1",
+                (DRIVER_LOCKS, process_id),
+            ).fetchone()
+        )
+        if row is None:
+            return None
+        return str(row[0]).removeprefix("todoflow ") if row[0] else "another program"
+
     # -- following -----------------------------------------------------------------
 
     def changes(self, process_id: str, seq: int) -> Iterator[None]:
@@ -486,7 +504,12 @@ class PgRuns:
         with self._presence_lock:
             if self._presence is None or self._presence.closed:
                 try:
-                    connection = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+                    connection = psycopg.connect(
+                        self.url,
+                        autocommit=True,
+                        connect_timeout=CONNECT_TIMEOUT,
+                        application_name=f"todoflow {this_program()}"[:63],  # what `driver` reads
+                    )
                     row = connection.execute("SELECT nextval('todoflow_instances')").fetchone()
                     assert row is not None
                     self.instance = int(row[0]) % (1 << 31)

@@ -588,3 +588,25 @@ def test_a_person_has_the_todo_tools_at_the_work_prompt(tmp_path: Path) -> None:
     assert "todo_2 [blocked] Tag it => git tag v2 exists (waiting for review)" in out
     (run,) = _runs(tmp_path)
     assert [e["type"] for e in read_journal(run)] == ["submit_tasks", "create_todo", "update_todo", "confirm"]
+
+
+def test_resume_refuses_a_run_another_program_drives_unless_forced(tmp_path: Path) -> None:
+    """Issue 26: a second driver started silently; now it is told who drives the run."""
+    import socket
+
+    from todoflow.runtime.store.base import runs_at
+
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    regular a "A" {\n    }\n}\n')
+    assert run_cli("run", str(flow), "--agent", "human", stdin="", cwd=tmp_path).returncode == 3
+    (run,) = _runs(tmp_path)
+    runs = runs_at(tmp_path / ".todoflow" / "runs")
+    with runs.driving(run.name):  # this test's process drives it now
+        assert runs.driver(run.name) == f"pid {os.getpid()} on {socket.gethostname()}"
+        second = run_cli("run", "--resume", run.name, "--agent", "human", stdin="", cwd=tmp_path)
+        assert second.returncode == 1
+        assert f"run {run.name} is driven by pid {os.getpid()} on {socket.gethostname()}" in second.stderr
+        assert "--force" in second.stderr and "started" not in second.stderr
+        forced = run_cli("run", "--resume", run.name, "--agent", "human", "--force", stdin="", cwd=tmp_path)
+        assert forced.returncode == 3, forced.stderr
+    assert runs.driver(run.name) is None

@@ -205,3 +205,28 @@ def test_the_last_reply_of_a_run_is_replayed_too(where: Path | str, tmp_path: Pa
     with pytest.raises(expected):
         engine.step(directive.attempt_id, confirm(1))
     engine.close()
+
+
+def test_who_drives_a_run_is_named_while_it_does(where: Path | str, tmp_path: Path) -> None:
+    """Issue 26: `run --resume` names the program that drives a run (`pid N on HOST`)."""
+    import os
+    import socket
+
+    with _start(where, tmp_path) as engine:
+        runs = runs_at(where)
+        assert runs.driver(engine.process_id) is None
+        with runs.driving(engine.process_id):
+            assert runs.driver(engine.process_id) == f"pid {os.getpid()} on {socket.gethostname()}"
+        assert runs.driver(engine.process_id) is None
+
+
+def test_a_run_started_with_a_bound_on_turns_keeps_it(where: Path | str, tmp_path: Path) -> None:
+    """Issue 26: `run --max-turns` on a fresh run is recorded and every todo_task step's."""
+    definition = from_source(ROUTED, "flow.todoflow").or_raise()
+    (tmp_path / "workspace").mkdir()
+    with process.start(definition, where, workspace=tmp_path / "workspace", max_turns=3) as engine:
+        pid = engine.process_id
+    engine, _ = process.open_process(where, pid)
+    with engine:
+        assert engine.plan.step("build").configs.execution_max_turns == 3
+        assert runs_at(where).read_meta(pid).max_turns == 3

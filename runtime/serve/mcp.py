@@ -37,7 +37,7 @@ from ..replies import (
     WorkReply,
     model_properties,
 )
-from .service import LIMITS, ServeError, TodoService, Workflows
+from .service import ALIASES, LIMITS, ServeError, TodoService, Workflows
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -136,7 +136,7 @@ def tool_schema(model: type[BaseModel] | None, process_only: bool = False) -> di
     return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
 
-def start_schema() -> dict[str, Any]:
+def start_schema(workflow_ids: list[str] | None = None) -> dict[str, Any]:
     ready, _ = model_properties(ReadyTask)
     return {
         "type": "object",
@@ -146,7 +146,8 @@ def start_schema() -> dict[str, Any]:
                 "enum": ["prepare", "execute"],
                 "description": "`prepare` first, then `execute`.",
             },
-            "workflowId": _text("For prepare: the workflow, e.g. `todo-list`.", LIMITS["workflowId"]),
+            "workflowId": _text("For prepare: the workflow, e.g. `todo-list`.", LIMITS["workflowId"])
+            | ({"enum": workflow_ids} if workflow_ids else {}),
             "parentExecutionId": _text(
                 "For prepare: the caller's execution id, or `none`.", LIMITS["parentExecutionId"]
             ),
@@ -222,7 +223,10 @@ def _tools(
 
     def status(a: dict[str, Any]) -> dict[str, Any]:
         _known(a, {"properties": {"processId": 1}})
-        return service.status(a.get("processId"))
+        card = service.status(a.get("processId"))
+        if "process_id" in card:  # the card's own spelling; every tool says processId
+            card = {"processId": card.pop("process_id"), **card}
+        return card
 
     todo_id = {
         "todo_id": {
@@ -241,11 +245,12 @@ def _tools(
         },
         "additionalProperties": False,
     }
+    served = [*service.workflows.ids(), *(a for a, to in ALIASES.items() if to in service.workflows.sources)]
     return [
         (
             "start",
             "Start a workflow: `prepare` it (returns a startAttemptId), then `execute` it once.",
-            start_schema(),
+            start_schema(sorted(served)),
             start,
         ),
         (
@@ -310,10 +315,13 @@ def _known(arguments: dict[str, Any], schema: dict[str, Any]) -> None:
 
 
 def build_server(service: TodoService) -> Any:
+    from importlib.metadata import version
+
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.mcpserver.tools import Tool
     from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
+    from mcp_types import ToolAnnotations
 
     class Arguments(ArgModelBase):
         """The arguments as sent, for the engine to validate (the published schema says
@@ -331,13 +339,32 @@ def build_server(service: TodoService) -> Any:
             except TodoflowError as error:  # a refusal, a database out of reach: said, not a crash
                 raise ToolError(str(error)) from None
 
-        made = Tool.from_function(run, name=name, description=description)
+        made = Tool.from_function(
+            run,
+            name=name,
+            title=TITLES[name],
+            description=description,
+            annotations=ToolAnnotations(title=TITLES[name], readOnlyHint=name in READ_ONLY),
+        )
         made.fn_metadata.arg_model = Arguments
         made.parameters = schema
         return made
 
     tools = [tool(*spec) for spec in _tools(service)]
-    return MCPServer("todoflow", instructions=INSTRUCTIONS, tools=tools)
+    return MCPServer("todoflow", version=version("todoflow"), instructions=INSTRUCTIONS, tools=tools)
+
+
+TITLES = {  # what a client shows for each tool
+    "start": "Start a workflow",
+    "step": "Reply to the current directive",
+    "create_todo": "Create a todo",
+    "update_todo": "Update a todo",
+    "complete_todo": "Complete the current todo",
+    "list_todos": "List the todos",
+    "get_todo": "Get one todo",
+    "status": "Run status",
+}
+READ_ONLY = ("status", "list_todos", "get_todo")  # the tools that change nothing
 
 
 def _json_strings(arguments: dict[str, Any]) -> dict[str, Any]:

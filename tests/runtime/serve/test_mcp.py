@@ -107,6 +107,33 @@ async def test_tools_and_their_schemas(tmp_path: Path) -> None:
         assert evidence["maxLength"] == 500 and evidence["description"]
         task = tools["step"].input_schema["properties"]["tasks"]
         assert task["maxItems"] == 100 and task["items"]["properties"]["action"]["maxLength"] == 1000
+        # issue 26: a title on each tool, the reads marked read-only, the served workflow ids
+        assert all(t.title and t.annotations and t.annotations.title == t.title for t in tools.values())
+        read_only = {name for name, t in tools.items() if t.annotations and t.annotations.read_only_hint}
+        assert read_only == {"status", "list_todos", "get_todo"}
+        assert tools["start"].input_schema["properties"]["workflowId"]["enum"] == [
+            "moira/todo-list",
+            "todo-list",
+        ]
+        card = await call(session, "status")
+        assert "processId" not in card or isinstance(card["processId"], str)
+
+
+async def test_the_server_says_its_version_and_one_spelling_of_the_process_id(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "todoflow", "serve", "--run-dir", str(tmp_path / "runs")],
+        cwd=str(tmp_path),
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        initialized = await session.initialize()
+        assert initialized.server_info.version == version("todoflow") != ""
+        directive = await begin(session, workflowId="todo-list", tasks=READY)
+        card = await call(session, "status", processId=directive["processId"])
+        assert card["processId"] == directive["processId"] and "process_id" not in card
 
 
 async def test_a_full_run_with_a_ready_list(tmp_path: Path) -> None:

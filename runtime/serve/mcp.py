@@ -344,7 +344,7 @@ def build_server(service: TodoService) -> Any:
             name=name,
             title=TITLES[name],
             description=description,
-            annotations=ToolAnnotations(title=TITLES[name], readOnlyHint=name in READ_ONLY),
+            annotations=ToolAnnotations(title=TITLES[name], read_only_hint=name in READ_ONLY),
         )
         made.fn_metadata.arg_model = Arguments
         made.parameters = schema

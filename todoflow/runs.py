@@ -44,6 +44,7 @@ def add_parsers(commands: Any) -> None:
             "--store", metavar="URL", help=f"runs in a PostgreSQL database, postgresql://… (or ${STORE})"
         )
 
+    _runs_parser(commands)
     db = commands.add_parser(
         "db", help="the PostgreSQL store: its schema; moving runs to and from run folders"
     )
@@ -51,6 +52,84 @@ def add_parsers(commands: Any) -> None:
     db.add_argument("process_id", nargs="?", metavar="RUN", help="for export and import: the run")
     db.add_argument("--store", metavar="URL", help=f"the database, postgresql://… (or ${STORE})")
     db.add_argument("--run-dir", metavar="DIR", help=f"the run folders' folder (default {RUN_DIR})")
+
+
+def _runs_parser(commands: Any) -> None:
+    """`runs rm RUN...`, `runs prune --older-than AGE [--state ...]`: a dry run unless --yes."""
+    verb = commands.add_parser("runs", help="remove runs: named ones, or old ones (a dry run unless --yes)")
+    actions = verb.add_subparsers(dest="runs_action", required=True, metavar="ACTION")
+    rm = actions.add_parser("rm", help="remove the runs named (never one a program drives)")
+    rm.add_argument("process_ids", nargs="+", metavar="RUN")
+    prune = actions.add_parser("prune", help="remove runs older than AGE (never one a program drives)")
+    prune.add_argument("--older-than", required=True, type=_age, metavar="AGE", help="e.g. 30d, 12h, 2w")
+    prune.add_argument(
+        "--state", choices=["stopped", "complete", "blocked", "damaged"], help="only runs in this state"
+    )
+    for action in (rm, prune):
+        action.add_argument("--yes", action="store_true", help="remove them (without it: say what would go)")
+        action.add_argument("--run-dir", metavar="DIR", help=f"where runs live (default {RUN_DIR})")
+        action.add_argument(
+            "--store", metavar="URL", help=f"runs in a PostgreSQL database, postgresql://… (or ${STORE})"
+        )
+
+
+_AGE_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _age(text: str) -> float:
+    """`30d`, `12h`, `2w`, `90m`: an age in seconds."""
+    number, unit = text[:-1], text[-1:]
+    if unit not in _AGE_UNITS or not number.isdigit():
+        raise argparse.ArgumentTypeError(f"an age is a whole number and m, h, d or w (`30d`), not {text!r}")
+    return int(number) * _AGE_UNITS[unit]
+
+
+def remove(args: argparse.Namespace) -> int:
+    """`runs rm` and `runs prune`: each run that would go (or went) on a line; a run a
+    program drives now is never removed, and is named with who drives it."""
+    from datetime import UTC, datetime
+
+    from todoflow.runtime.store.base import runs_at
+
+    runs = runs_at(where(args))
+    rows = {pid: _row(runs, pid, meta) | {"meta": meta} for pid, meta in runs.metas()}
+    if args.runs_action == "rm":
+        unknown = [pid for pid in args.process_ids if pid not in rows]
+        if unknown:
+            print(f"todoflow: error: no run {', '.join(unknown)} in {runs.location}", file=sys.stderr)
+            return EXIT_ERRORS
+        chosen = list(dict.fromkeys(args.process_ids))
+    else:
+        now = datetime.now(UTC).timestamp()
+        chosen = [pid for pid, row in rows.items() if _prunable(row, now, args.older_than, args.state)]
+    failed = False
+    for pid in chosen:
+        driver = runs.driver(pid)
+        if driver is not None:
+            print(f"kept {pid}: it is driven by {driver}", file=sys.stderr)
+            failed = True
+            continue
+        if args.yes:
+            runs.remove(pid)
+        print(f"{'removed' if args.yes else 'would remove'} {pid}  {rows[pid]['status']}")
+    if not chosen:
+        print(f"no runs to remove in {runs.location}", file=sys.stderr)
+    elif not args.yes:
+        print("a dry run: pass --yes to remove them", file=sys.stderr)
+    return EXIT_ERRORS if failed and args.runs_action == "rm" else EXIT_OK
+
+
+def _prunable(row: dict[str, Any], now: float, older_than: float, state: str | None) -> bool:
+    """Older than the age given (a damaged run's age is its folder's or row's start, when
+    it has one) and in the state asked for; never a running run."""
+    from datetime import datetime
+
+    if row["status"] == "running" or (state is not None and row["status"] != state):
+        return False
+    started = getattr(row["meta"], "started_at", None)
+    if not started:
+        return False
+    return now - datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp() > older_than
 
 
 def _run_parser(commands: Any) -> argparse.ArgumentParser:

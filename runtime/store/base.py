@@ -317,6 +317,11 @@ class Runs(Protocol):
         """Whether a program drives the run now."""
         ...
 
+    def remove(self, process_id: str) -> None:
+        """The run gone: its meta, plan and journal (the location's learnings stay). The
+        caller checks that nobody drives it (`todoflow runs rm` refuses a running run)."""
+        ...
+
     def driver(self, process_id: str) -> str | None:
         """Who drives the run now, in words (`pid 4242 on build-7`), or None when nobody
         does (the last to start, when several do)."""

@@ -769,6 +769,19 @@ class FolderRuns:
             os.close(handle)  # releases the probe's lock
         return False
 
+    def remove(self, process_id: str) -> None:
+        """The run folder renamed aside first (one step: a listing never sees half a run),
+        then deleted."""
+        folder = self.folder(process_id)
+        if not (folder / "run.json").is_file():
+            raise StoreError(f"no run `{process_id}` in {self.location}")
+        aside = folder.with_name(f".removed-{folder.name}-{os.getpid()}")
+        try:
+            os.rename(folder, aside)
+            shutil.rmtree(aside)
+        except OSError as error:
+            raise StoreError(f"cannot remove run `{process_id}`: {error.strerror or error}") from None
+
     def driver(self, process_id: str) -> str | None:
         if not self.driven(process_id):
             return None

@@ -265,6 +265,11 @@ class MemoryRuns:
     def driven(self, process_id: str) -> bool:
         return self._run(process_id).drivers > 0
 
+    def remove(self, process_id: str) -> None:
+        with self._lock:
+            self._run(process_id)  # an unknown id is an error, as everywhere
+            del self._runs[process_id]
+
     def driver(self, process_id: str) -> str | None:
         return this_program() if self.driven(process_id) else None  # memory is this program's
 

@@ -411,6 +411,18 @@ class PgRuns:
         )
         return bool(row and row[0])
 
+    def remove(self, process_id: str) -> None:
+        """One transaction: the run's row (its plan files, journal and snapshots go with it,
+        ON DELETE CASCADE) and who drove or followed it."""
+
+        self.read_meta(process_id)  # an unknown id is an error; a repeated delete is not
+
+        def delete(connection: psycopg.Connection[Any]) -> None:
+            for table in ("todoflow_drivers", "todoflow_followers", "todoflow_processes"):
+                connection.execute(f"DELETE FROM {table} WHERE process_id = %s", (process_id,))
+
+        self.write(delete)
+
     def driver(self, process_id: str) -> str | None:
         """The program behind the newest presence that drives the run: each names itself
         in its presence connection's application_name (`this_program`)."""

@@ -610,3 +610,41 @@ def test_resume_refuses_a_run_another_program_drives_unless_forced(tmp_path: Pat
         forced = run_cli("run", "--resume", run.name, "--agent", "human", "--force", stdin="", cwd=tmp_path)
         assert forced.returncode == 3, forced.stderr
     assert runs.driver(run.name) is None
+
+
+def test_runs_are_removed_by_name_or_age_never_while_driven(tmp_path: Path) -> None:
+    """Issue 26: `runs rm` and `runs prune`, a dry run unless --yes."""
+    from todoflow.runtime.store.base import runs_at
+
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    regular a "A" {\n    }\n}\n')
+    assert run_cli("run", str(flow), "--agent", "human", stdin="", cwd=tmp_path).returncode == 3
+    assert run_cli("run", str(flow), "--agent", "human", stdin="did it\nok\n", cwd=tmp_path).returncode == 0
+    states = {
+        r.name: json.loads(run_cli("status", r.name, "--json", cwd=tmp_path).stdout) for r in _runs(tmp_path)
+    }
+    stopped, complete = sorted(_runs(tmp_path), key=lambda r: states[r.name]["status"] == "complete")
+    meta = json.loads((stopped / "run.json").read_text())
+    (stopped / "run.json").write_text(json.dumps(meta | {"started_at": "2020-01-01T00:00:00.000Z"}))
+
+    dry = run_cli("runs", "prune", "--older-than", "30d", cwd=tmp_path)
+    assert dry.returncode == 0 and dry.stdout == f"would remove {stopped.name}  stopped\n"
+    assert "a dry run: pass --yes" in dry.stderr and stopped.exists()
+    runs = runs_at(tmp_path / ".todoflow" / "runs")
+    with runs.driving(stopped.name):
+        kept = run_cli("runs", "rm", stopped.name, "--yes", cwd=tmp_path)
+        assert (
+            kept.returncode == 1 and f"kept {stopped.name}: it is driven by pid {os.getpid()}" in kept.stderr
+        )
+    assert stopped.exists()
+    assert (
+        run_cli("runs", "prune", "--older-than", "30d", "--state", "complete", "--yes", cwd=tmp_path).stdout
+        == ""
+    )
+    pruned = run_cli("runs", "prune", "--older-than", "30d", "--state", "stopped", "--yes", cwd=tmp_path)
+    assert pruned.stdout == f"removed {stopped.name}  stopped\n" and not stopped.exists()
+    removed = run_cli("runs", "rm", complete.name, "--yes", cwd=tmp_path)
+    assert removed.stdout == f"removed {complete.name}  complete\n" and _runs(tmp_path) == []
+    unknown = run_cli("runs", "rm", "nope", cwd=tmp_path)
+    assert unknown.returncode == 1 and "no run nope in" in unknown.stderr
+    assert run_cli("runs", "prune", "--older-than", "soon", cwd=tmp_path).returncode == 2

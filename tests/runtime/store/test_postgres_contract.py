@@ -230,3 +230,18 @@ def test_a_run_started_with_a_bound_on_turns_keeps_it(where: Path | str, tmp_pat
     with engine:
         assert engine.plan.step("build").configs.execution_max_turns == 3
         assert runs_at(where).read_meta(pid).max_turns == 3
+
+
+def test_a_removed_run_is_gone_and_others_stay(where: Path | str, tmp_path: Path) -> None:
+    """Issue 26: `todoflow runs rm` on every store."""
+    from todoflow.runtime.store.base import StoreError
+
+    _start(where, tmp_path).close()
+    _start(where, tmp_path, pid="p-2").close()
+    runs = runs_at(where)
+    runs.remove("p-1")
+    assert [pid for pid, _ in runs.metas()] == ["p-2"]
+    with pytest.raises(StoreError, match="no run `p-1`"):
+        runs.remove("p-1")
+    with _open(where, "p-2") as engine:
+        assert engine.directive().node == "intake"

@@ -648,3 +648,20 @@ def test_runs_are_removed_by_name_or_age_never_while_driven(tmp_path: Path) -> N
     unknown = run_cli("runs", "rm", "nope", cwd=tmp_path)
     assert unknown.returncode == 1 and "no run nope in" in unknown.stderr
     assert run_cli("runs", "prune", "--older-than", "soon", cwd=tmp_path).returncode == 2
+
+
+def test_a_failed_prevalidation_says_so_and_quit_says_stopped_once(tmp_path: Path) -> None:
+    """Issue 26, small things: the progress line names the prevalidation and the route."""
+    replies = ROOT / "examples" / "replies" / "orchestrated.yaml"
+    args = ["--workspace", str(tmp_path), "--learnings", str(tmp_path / "learnings")]
+    result = run_cli("run", str(ORCHESTRATED), "--agent", f"scripted:{replies}", *args, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (
+        "[publish] prevalidation failed for todo_1 (route build): `site/index.html` does not exist"
+        in result.stdout
+    )
+    assert "gave todo_1 back" not in result.stdout
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    regular a "A" {\n    }\n}\n')
+    quit_ = run_cli("run", str(flow), "--agent", "human", stdin="quit\n", cwd=tmp_path)
+    assert quit_.returncode == 3 and quit_.stdout.count("stopped") == 1, quit_.stdout

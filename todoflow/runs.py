@@ -54,6 +54,15 @@ def add_parsers(commands: Any) -> None:
     db.add_argument("--run-dir", metavar="DIR", help=f"the run folders' folder (default {RUN_DIR})")
 
 
+def json_option(verb: argparse.ArgumentParser, what: str) -> None:
+    """One spelling of JSON output on every verb: `--format json`, with `--json` kept as
+    its alias."""
+    verb.add_argument(
+        "--format", choices=["text", "json"], default="text", help=f"`json`: {what} (default text)"
+    )
+    verb.add_argument("--json", dest="format", action="store_const", const="json", help="--format json")
+
+
 def _runs_parser(commands: Any) -> None:
     """`runs rm RUN...`, `runs prune --older-than AGE [--state ...]`: a dry run unless --yes."""
     verb = commands.add_parser("runs", help="remove runs: named ones, or old ones (a dry run unless --yes)")
@@ -206,14 +215,14 @@ def _view_parsers(commands: Any) -> list[argparse.ArgumentParser]:
     status.add_argument(
         "--follow", action="store_true", help="with PROCESS_ID: print each step as it happens, until complete"
     )
-    status.add_argument("--json", action="store_true", help="print the card as JSON")
+    json_option(status, "the card (or the listing) as JSON")
     status.add_argument("--svg", metavar="FILE", help="export the card as an SVG image")
     status.add_argument("--png", metavar="FILE", help="export the card as a PNG image (needs Chromium)")
 
     log = commands.add_parser("log", help="the execution log of a run, grouped by step and iteration")
     log.add_argument("process_id", metavar="PROCESS_ID")
     log.add_argument("--run-dir", metavar="DIR")
-    log.add_argument("--json", action="store_true", help="the log as JSON (docs/runtime.md)")
+    json_option(log, "the log as JSON (docs/runtime.md)")
     log.add_argument("--journal", action="store_true", help="the journal's entries, one JSON line each")
 
     report = commands.add_parser("report", help="a run as one self-contained HTML page (docs/runtime.md)")
@@ -234,7 +243,7 @@ def _view_parsers(commands: Any) -> list[argparse.ArgumentParser]:
         "--learnings", metavar="DIR", help="the learnings folder (default `learnings`, or the store's)"
     )
     learnings.add_argument("--step", metavar="SUB_STEP_ID", help="list one sub-step's learnings")
-    learnings.add_argument("--json", action="store_true")
+    json_option(learnings, "the learnings as JSON")
     trace = commands.add_parser("trace", help="a run's spans (OpenTelemetry), derived from its journal")
     trace.add_argument("process_id", metavar="PROCESS_ID")
     trace.add_argument("--format", choices=["otlp-json"], default="otlp-json", help="OTLP/JSON (the default)")
@@ -443,11 +452,11 @@ def status(args: argparse.Namespace) -> int:
     runs = runs_at(where(args))
     if args.process_id is None:
         rows = [_row(runs, pid, meta) for pid, meta in runs.metas()]
-        if args.json:
+        if args.format == "json":
             print(json.dumps(rows, indent=2, ensure_ascii=False))
         elif not rows:
             print(f"no runs in {runs.location}")
-        for row in rows if not args.json else []:
+        for row in rows if args.format != "json" else []:
             spent = (
                 f"  ({row['tokens']['prompt'] + row['tokens']['completion']:,} tokens)"
                 if "tokens" in row
@@ -467,7 +476,7 @@ def status(args: argparse.Namespace) -> int:
     if args.png:
         card_png(card_svg(directive, finished), Path(args.png))
         print(f"wrote {args.png}", file=sys.stderr)
-    if args.json:
+    if args.format == "json":
         print(json.dumps(card_data(directive, finished, state), indent=2, ensure_ascii=False))
     elif not (args.svg or args.png):
         sys.stdout.write(card_text(directive, finished))
@@ -512,7 +521,9 @@ def log(args: argparse.Namespace) -> int:
             )
             return EXIT_OK
         data = log_json(engine.plan, engine.process_id, engine.store.started_at, journal)
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n" if args.json else log_text(data))
+    sys.stdout.write(
+        json.dumps(data, indent=2, ensure_ascii=False) + "\n" if args.format == "json" else log_text(data)
+    )
     return EXIT_OK
 
 
@@ -549,11 +560,11 @@ def learnings(args: argparse.Namespace) -> int:
     assert folder is not None  # a database keeps the learnings of all its runs
     if args.action == "list":
         records = folder.records(args.step)
-        if args.json:
+        if args.format == "json":
             print(json.dumps([r.model_dump() for r in records], indent=2, ensure_ascii=False))
         elif not records:
             print(f"no learnings in {place}")
-        for record in records if not args.json else []:
+        for record in records if args.format != "json" else []:
             print(
                 f"{record.id}  {record.status:<7} {record.sub_step_id:<16} {record.at}  {record.todo_title}"
             )

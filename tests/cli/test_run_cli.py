@@ -665,3 +665,16 @@ def test_a_failed_prevalidation_says_so_and_quit_says_stopped_once(tmp_path: Pat
     flow.write_text('workflow w "W" {\n    regular a "A" {\n    }\n}\n')
     quit_ = run_cli("run", str(flow), "--agent", "human", stdin="quit\n", cwd=tmp_path)
     assert quit_.returncode == 3 and quit_.stdout.count("stopped") == 1, quit_.stdout
+
+
+def test_json_output_has_one_spelling_and_keeps_its_alias(tmp_path: Path) -> None:
+    """Issue 26 item 9: `--format json` on the run verbs, `--json` the same."""
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    regular a "A" {\n    }\n}\n')
+    assert run_cli("run", str(flow), "--agent", "human", stdin="did it\nok\n", cwd=tmp_path).returncode == 0
+    (run,) = _runs(tmp_path)
+    for verb in (["status"], ["status", run.name], ["log", run.name], ["learnings", "list"]):
+        spelled = run_cli(*verb, "--format", "json", cwd=tmp_path)
+        assert spelled.returncode == 0, spelled.stderr
+        assert json.loads(spelled.stdout) == json.loads(run_cli(*verb, "--json", cwd=tmp_path).stdout)
+    assert run_cli("status", "--format", "text", cwd=tmp_path).stdout.startswith(run.name)

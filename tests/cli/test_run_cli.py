@@ -678,3 +678,14 @@ def test_json_output_has_one_spelling_and_keeps_its_alias(tmp_path: Path) -> Non
         assert spelled.returncode == 0, spelled.stderr
         assert json.loads(spelled.stdout) == json.loads(run_cli(*verb, "--json", cwd=tmp_path).stdout)
     assert run_cli("status", "--format", "text", cwd=tmp_path).stdout.startswith(run.name)
+
+
+def test_a_compiled_plan_runs_under_its_workflow_title(tmp_path: Path) -> None:
+    """Issue 26, small things: the manifest beside plan.json names the workflow."""
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "Weekly chores" {\n    regular a "A" {\n    }\n}\n')
+    assert run_cli("compile", str(flow), "-o", str(tmp_path / "out"), cwd=tmp_path).returncode == 0
+    result = run_cli("run", str(tmp_path / "out" / "plan.json"), "--agent", "human", stdin="", cwd=tmp_path)
+    assert result.returncode == 3 and result.stdout.startswith("Weekly chores — out-")
+    (run,) = _runs(tmp_path)
+    assert json.loads((run / "run.json").read_text())["title"] == "Weekly chores"

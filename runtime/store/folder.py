@@ -1038,7 +1038,7 @@ class FolderLearnings:
         learning = self.find(learning_id)
         if learning.status == "retired":
             return learning
-        retired = learning.model_copy(update={"status": "retired", "at": at})
+        retired = learning.retired(at)
         path = self.file(learning.sub_step_id)
         with open(path, "a", encoding="utf-8") as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)

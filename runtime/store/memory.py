@@ -126,7 +126,7 @@ class MemoryLearnings:
         learning = self.find(learning_id)
         if learning.status == "retired":
             return learning
-        retired = learning.model_copy(update={"status": "retired", "at": at})
+        retired = learning.retired(at)
         with self._lock:
             self._lines.append((retired.sub_step_id, retired))
         return retired

@@ -843,7 +843,7 @@ class PgLearnings:
         learning = self.find(learning_id)
         if learning.status == "retired":
             return learning
-        retired = learning.model_copy(update={"status": "retired", "at": at})
+        retired = learning.retired(at)
         self.add_lines([(retired.sub_step_id, retired.model_dump_json())])
         return retired
 

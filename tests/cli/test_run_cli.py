@@ -406,6 +406,9 @@ def test_learnings_are_listed_shown_and_retired(tmp_path: Path) -> None:
     assert shown["sub_step_id"] == "site-builder" and shown["files"][0]["path"] == "site/index.html"
     retired = run_cli("learnings", "retire", first, *folder, cwd=tmp_path)
     assert retired.returncode == 0 and json.loads(retired.stdout)["status"] == "retired"
+    # issue 26: the record keeps when it was learned, and says when it was retired
+    assert json.loads(retired.stdout)["at"] == listed[0]["at"] and "retired_at" not in listed[0]
+    assert json.loads(retired.stdout)["retired_at"] > listed[0]["at"]
     again = json.loads(
         run_cli("learnings", "list", *folder, "--step", "site-builder", "--json", cwd=tmp_path).stdout
     )

@@ -485,3 +485,15 @@ def test_a_refusal_at_work_lists_every_form_it_takes_the_todo_tools_too(tmp_path
     )
     read = _refusal(engine, {"list_todos": {}}).reason
     assert read == "list_todos reads the todos and changes nothing: it is a tool of its own, not a reply"
+
+
+def test_a_task_a_revision_leaves_as_it_was_keeps_its_created_at(tmp_path: Path) -> None:
+    """Issue 26, small things: only the tasks a revision makes are created by it."""
+    engine, store = start(tmp_path, CHECKLIST)
+    list(walk(engine, [intake("a", "b", "c"), confirm(1)]))
+    step = store.plan.step("work")
+    before = {t["id"]: t for t in json.loads(todos(step, store.state()))["todos"]}
+    _revise(engine, tasks("a", "b", "C"), resume=2)
+    after = {t["id"]: t for t in json.loads(todos(step, store.state()))["todos"]}
+    assert after["todo_2"]["created_at"] == before["todo_2"]["created_at"]
+    assert after["todo_3"]["created_at"] > before["todo_3"]["created_at"]

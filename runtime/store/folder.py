@@ -51,6 +51,7 @@ import logging
 import os
 import re
 import shutil
+import socket
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -82,7 +83,6 @@ from .base import (
     ready_text,
     register,
     snapshot_due,
-    this_program,
 )
 
 FLUSH_EVERY = 100  # events.jsonl is brought up to date at least this often
@@ -601,6 +601,23 @@ def _event_lines(plan: RunPlan, process_id: str, entries: Iterable[Applied]) -> 
     )
 
 
+def _lock_holders(path: Path) -> list[int]:
+    """The processes holding a file lock on `path`, from Linux's /proc/locks (none where
+    the system does not list them)."""
+    try:
+        status = os.stat(path)
+        lines = Path("/proc/locks").read_text(encoding="ascii").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    device = f"{os.major(status.st_dev):02x}:{os.minor(status.st_dev):02x}:{status.st_ino}"
+    found = []
+    for line in lines:  # `1: FLOCK  ADVISORY  READ 4242 fd:01:1234 0 EOF`; a waiter has `->`
+        fields = line.split()
+        if len(fields) > 5 and "->" not in fields and fields[1] == "FLOCK" and fields[5] == device:
+            found.append(int(fields[4]))
+    return found
+
+
 def _open_existing(path: Path, flags: int) -> int:
     """A handle on `path`, or -1 if it does not exist (a reader creates nothing)."""
     try:
@@ -746,12 +763,10 @@ class FolderRuns:
     def driving(self, process_id: str) -> Iterator[None]:
         """A shared lock on the run's `driving` file while inside: any number of programs
         may drive one run; `driven` only tries the lock."""
-        handle = _open_existing(self.folder(process_id) / DRIVING, os.O_RDWR)
+        handle = _open_existing(self.folder(process_id) / DRIVING, os.O_RDONLY)
         try:
             if handle >= 0:
                 fcntl.flock(handle, fcntl.LOCK_SH)
-                os.ftruncate(handle, 0)  # who drives it, for `driver` (the last to start)
-                os.pwrite(handle, this_program().encode(), 0)
             yield
         finally:
             if handle >= 0:
@@ -783,13 +798,12 @@ class FolderRuns:
             raise StoreError(f"cannot remove run `{process_id}`: {error.strerror or error}") from None
 
     def driver(self, process_id: str) -> str | None:
+        """Who holds the `driving` lock, as the kernel lists it (a driver writes nothing
+        into the run: an MCP server drives every run it looks at)."""
         if not self.driven(process_id):
             return None
-        try:
-            named = (self.folder(process_id) / DRIVING).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            named = ""
-        return named or "another program"
+        holders = _lock_holders(self.folder(process_id) / DRIVING)
+        return f"pid {holders[0]} on {socket.gethostname()}" if holders else "another program"
 
     def changes(self, process_id: str, seq: int) -> Iterator[None]:
         while True:  # a run folder tells nobody: look at it now and then

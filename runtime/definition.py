@@ -122,6 +122,7 @@ def _definition(
 def _from_plan_files(path: Path) -> Reading:
     """plan.json (or a folder holding one), legacy nested steps flattened, beside it
     step_config.json and prompts/ if present."""
+    from todoflow.compiler.output import read_manifest
     from todoflow.compiler.planfile import read_plan, read_step_config, workflow_id_from_name
     from todoflow.compiler.prompt_files import read_prompt_files
 
@@ -149,7 +150,12 @@ def _from_plan_files(path: Path) -> Reading:
     if read.plan is None or has_errors(found):
         return Reading(None, tuple(found), sources)
     workflow_id = workflow_id_from_name(file.resolve().parent.name)
-    title = f"{file.parent.name or workflow_id}/plan.json"
+    listed = (read_manifest(file.parent) or {}).get("title")  # a compiled folder names its workflow
+    title = (
+        listed
+        if isinstance(listed, str) and listed.strip()
+        else f"{file.parent.name or workflow_id}/plan.json"
+    )
     try:
         definition = _definition(workflow_id, title, files, str(file.resolve()), text)
     except PlanError as error:

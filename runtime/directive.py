@@ -115,7 +115,7 @@ class Directive:
         """Why nobody may reply now (the orchestrator used all its turns), or None."""
         if self.step is None or self.step.kind != "todo_task":
             return None
-        return out_of_turns(self.step, self.state)
+        return out_of_turns(self.step, self.state, self.process_id)
 
     @property
     def todo_blocked(self) -> str | None:

@@ -310,13 +310,14 @@ class Engine:
         head = Head(seq=state.seq + 1, at=self.clock(), by=by, step=step_id)
         if step.kind == "todo_task" and by == "agent" and state.node != "delegated":
             closed = orchestrator.script_only(step, state, self.fast_path_only) or orchestrator.out_of_turns(
-                step, state
+                step, state, self.process_id
             )
             if closed is not None:
                 raise InvalidReply(closed)
         match reply:
             case IntakeReply():
                 if step.ready_tasks is None:
+                    _check_constraints(reply.tasks, (), _COMPOSED)
                     tasks: tuple[Task, ...] | None = _tasks(reply.tasks)
                 else:
                     _check_ready(reply, step.ready_tasks)  # passed on unchanged: the run's plan holds it
@@ -340,9 +341,11 @@ class Engine:
                     )
                 return Teleport(**head, position=state.position)
             case RevisionReply():
+                revised = _kept_constraints(_tasks(reply.tasks), state.tasks)
+                _check_constraints(reply.tasks, [task.constraints for task in revised], _REVISED)
                 return Revise(
                     **head,
-                    tasks=_kept_constraints(_tasks(reply.tasks), state.tasks),
+                    tasks=revised,
                     resume_from_task=reply.resume_from_task,
                     progress_checklist_outcome=reply.progress_checklist_outcome,
                     progress_execution_outcome=reply.progress_execution_outcome,
@@ -377,19 +380,58 @@ def _kept_constraints(tasks: tuple[Task, ...], old: tuple[Task, ...]) -> tuple[T
     )
 
 
+_COMPOSED = (
+    "{names}: a checklist the agent composes has no constraints; only a ready checklist's tasks carry them"
+)
+_REVISED = (
+    "{names} {differ} from the ones these tasks keep: a task keeps its constraints where it stays "
+    "unchanged at its position; pass them on as handed out, or leave them out"
+)
+
+
 def _check_ready(reply: IntakeReply, ready: tuple[Task, ...]) -> None:
-    """A ready checklist belongs to its author: it is passed on as it is (and keeps its
-    constraints, which the plan holds)."""
+    """A ready checklist belongs to its author: it is passed on as it is, constraints
+    included or left out (the plan holds them either way)."""
     if len(reply.tasks) != len(ready):
         raise InvalidReply(
             f"tasks holds {len(reply.tasks)} tasks; the ready checklist has {len(ready)}, passed on unchanged"
         )
-    for index, (given, expected) in enumerate(zip(reply.tasks, ready, strict=True)):
-        for field in ("action", "expected_result"):
-            if getattr(given, field) != getattr(expected, field):
-                raise InvalidReply(
-                    f"tasks[{index}].{field} differs from the ready checklist; pass its wording on unchanged"
-                )
+    for field in ("action", "expected_result"):
+        differ = [
+            i
+            for i, (given, task) in enumerate(zip(reply.tasks, ready, strict=True))
+            if getattr(given, field) != getattr(task, field)
+        ]
+        if differ:
+            raise InvalidReply(
+                f"{_items(differ, field)} from the ready checklist; pass its wording on unchanged"
+            )
+    _check_constraints(
+        reply.tasks,
+        [task.constraints for task in ready],
+        "{names} {differ} from the ready checklist's; pass them on as handed out, or leave them out "
+        "(the plan keeps them)",
+    )
+
+
+def _check_constraints(items: Sequence[TaskItem], kept: Sequence[tuple[str, ...]], why: str) -> None:
+    """Constraints come from a checklist's author, never from an agent: a reply may carry
+    a task's back as it received them, and every item that differs is named at once
+    (`why` names them, `{names}`, and agrees with their number, `{differ}`)."""
+    differ = [
+        i
+        for i, item in enumerate(items)
+        if item.constraints is not None and tuple(item.constraints) != (kept[i] if i < len(kept) else ())
+    ]
+    if differ:
+        names = ", ".join(f"tasks[{i}].constraints" for i in differ)
+        raise InvalidReply(why.format(names=names, differ="differs" if len(differ) == 1 else "differ"))
+
+
+def _items(indexes: Sequence[int], field: str) -> str:
+    """`tasks[0].action differs` or `tasks[0].action, tasks[2].action differ`."""
+    names = ", ".join(f"tasks[{i}].{field}" for i in indexes)
+    return f"{names} {'differs' if len(indexes) == 1 else 'differ'}"
 
 
 def _llm_call(head: Head, call: Usage) -> LlmCall:

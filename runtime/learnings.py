@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from todoflow.dsl.diagnostics import TodoflowError
 
@@ -66,6 +66,11 @@ class Learning(BaseModel):
     files: list[ValidatedFile]
     definition_sha256: str | None
     status: Literal["active", "retired"] = "active"
+    retired_at: str | None = Field(default=None, exclude_if=lambda at: at is None)  # `at` stays
+
+    def retired(self, at: str) -> Learning:
+        """The record's retirement: the same record, `retired` at `at`."""
+        return self.model_copy(update={"status": "retired", "retired_at": at})
 
 
 def learning_of(

@@ -81,15 +81,26 @@ def script_only(step: RunStep, state: ProcessState, fast_path_only: bool) -> str
     return None
 
 
-def out_of_turns(step: RunStep, state: ProcessState) -> str | None:
-    """Why the orchestrator may take no more turns in this step, or None."""
+def out_of_turns(step: RunStep, state: ProcessState, process_id: str) -> str | None:
+    """Why the orchestrator may take no more turns in this step, or None; the command it
+    names is the one that goes on when pasted (this run, a bound it has not used yet)."""
+    raised = raised_bound(step, state)
+    if raised is None:
+        return None
+    allowed = turns_allowed(step, state)
+    return (
+        f"step `{step.id}` has used all {allowed} of its orchestrator turns (execution_max_turns {allowed}); "
+        f"raise the bound to go on: `todoflow run --resume {process_id} --max-turns {raised}`"
+    )
+
+
+def raised_bound(step: RunStep, state: ProcessState) -> int | None:
+    """The bound a step out of turns may go on with (twice the one it used up), or None
+    when it is not out of turns."""
     allowed = turns_allowed(step, state)
     if allowed is None or state.turns < allowed or state.node not in ("work", "revise"):
         return None
-    return (
-        f"step `{step.id}` has used all {allowed} of its orchestrator turns (execution_max_turns {allowed}); "
-        "raise the bound to go on: `todoflow run --resume PROCESS_ID --max-turns N`"
-    )
+    return max(2 * allowed, state.turns + 1)
 
 
 def decision(

@@ -248,9 +248,19 @@ def kept_plan(key: Hashable | None, build: Callable[[], RunPlan]) -> RunPlan:
     return plan
 
 
-def run_plan(plan: RunPlan, goal: str | None, ready: str | None) -> RunPlan:
+def run_plan(plan: RunPlan, goal: str | None, ready: str | None, max_turns: int | None = None) -> RunPlan:
     """The plan a run walks: its stored plan, the caller's goal (the objective of the first
-    todo_task step) and ready checklists (`ready`: the text of plan/ready_tasks.json)."""
+    todo_task step), ready checklists (`ready`: the text of plan/ready_tasks.json) and the
+    caller's bound on orchestrator turns (`run --max-turns`: every todo_task step's)."""
+    if max_turns is not None:
+        plan = plan.with_steps(
+            tuple(
+                replace(s, configs=replace(s.configs, execution_max_turns=max_turns))
+                if s.kind == "todo_task"
+                else s
+                for s in plan.steps
+            )
+        )
     first = plan.first_checklist_step
     if goal and first is not None:
         plan = plan.with_steps(tuple(replace(s, description=goal) if s is first else s for s in plan.steps))

@@ -41,6 +41,7 @@ def start(
     agent: str | None = None,
     fast_path_only: bool = False,
     config: tuple[str, str] | None = None,
+    max_turns: int | None = None,
     process_id: str | None = None,
     clock: Clock = utc_now,
 ) -> Engine:
@@ -51,7 +52,9 @@ def start(
     folder records its learnings there, and a learn_code step's `main.py` is read from it
     whatever the store; `llms` the preset's and the default model; `agent` what drives the
     run (resume reuses it); `config` the path and sha256 of the configuration file the
-    agent read (resume reads it again)."""
+    agent read (resume reads it again); `max_turns` every todo_task step's bound on
+    orchestrator turns, instead of the steps' own (recorded in the meta, so a resumed run
+    keeps it)."""
     runs = runs_at(where)
     pid = process_id or new_process_id(definition.workflow_id)
     llms = llms or LlmChoices()
@@ -78,6 +81,7 @@ def start(
         fast_path_only=fast_path_only,
         config=config[0] if config else None,
         config_sha256=config[1] if config else None,
+        max_turns=max_turns,
     )
     runs.create(definition.files, meta, ready or {})
     return open_process(runs, pid, clock=clock)[0]

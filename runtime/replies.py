@@ -32,6 +32,11 @@ class TaskItem(_Reply):
 
     action: Text = Field(description="Self-contained work to perform (1-1,000 characters).")
     expected_result: Text = Field(description="An observable completion condition (1-1,000 characters).")
+    constraints: list[Text] | None = Field(
+        default=None,
+        description="The task's constraints as the directive handed them out, unchanged (leaving them "
+        "out keeps them too); an agent never writes its own.",
+    )
 
 
 class IntakeReply(_Reply):
@@ -169,6 +174,20 @@ TOOLS: dict[str, type[_Reply]] = {
     "complete_todo": CompleteTodoReply,
 }
 
+
+class ListTodosCall(_Reply):
+    """list_todos: the current step's todos (a read: nothing is journaled)."""
+
+
+class GetTodoCall(_Reply):
+    """get_todo: one todo of the current step (a read: nothing is journaled)."""
+
+    todo_id: TodoId = Field(description="The todo, `todo_<N>`.")
+
+
+READS: dict[str, type[_Reply]] = {"list_todos": ListTodosCall, "get_todo": GetTodoCall}
+TOOL_NAMES = ", ".join(f"`{name}`" for name in (*TOOLS, *READS))
+
 Reply = (
     IntakeReply
     | WorkReply
@@ -202,6 +221,11 @@ def parse_reply(node: str, data: Any, orchestrated: bool = True) -> Reply:
     tool = next((name for name in TOOLS if name in data), None)
     if tool is not None:
         return _tool_call(node, tool, data)
+    read = next((name for name in READS if name in data), None)
+    if read is not None:  # answered by whoever drives the run: nothing to journal
+        raise InvalidReply(
+            f"{read} reads the todos and changes nothing: it is a tool of its own, not a reply"
+        )
     model: Any
     if node == "intake":
         if "teleportTo" in data:
@@ -266,11 +290,86 @@ def _validate(model: Any, data: dict[str, Any], where: str) -> Any:
 
 _TAKES = {
     "intake": "`tasks` and `progress_checklist_outcome`",
-    "work": "`evidence` and `progress_execution_outcome`, or `teleportTo`, or a decision (`next_action`)",
-    "delegated": "`evidence` and `progress_execution_outcome`, or `failed`",
+    "work": "`evidence` and `progress_execution_outcome`, or `teleportTo`, or a decision (`next_action`), "
+    f"or a todo tool ({TOOL_NAMES})",
+    "delegated": "`evidence` and `progress_execution_outcome`, or `failed`, or `update_todo` or "
+    "`complete_todo` on its own todo",
     "revise": "`tasks`, `resume_from_task`, `progress_checklist_outcome` and `progress_execution_outcome`",
-    **{tool: ", ".join(f"`{f}`" for f in model.model_fields) for tool, model in TOOLS.items()},
+    **{
+        tool: ", ".join(f"`{f}`" for f in model.model_fields) or "no arguments"
+        for tool, model in (TOOLS | READS).items()
+    },
 }
+
+
+# -- a script's replies, checked when the file is read (its node is not known then) ------
+
+FORMS = (
+    "`tasks` + `progress_checklist_outcome` (intake)",
+    "`evidence` + `progress_execution_outcome` (work; a delegated sub-agent)",
+    "`teleportTo: teleport-revise-tasks` (work)",
+    "`tasks` + `resume_from_task` + `progress_checklist_outcome` + `progress_execution_outcome` (revise)",
+    "`next_action` `delegate` | `continue` | `complete` with the decision's fields (work, orchestrator)",
+    "`failed` (a delegated sub-agent)",
+    f"a todo tool alone, `{{tool: {{arguments}}}}`: {TOOL_NAMES}",
+)
+
+
+def check_reply(data: dict[str, Any]) -> None:
+    """A reply meant for some node, checked as far as it can be without the run: the form
+    its fields choose and that form's rules; `InvalidReply` lists every accepted form."""
+    tool = next((name for name in (*TOOLS, *READS) if name in data), None)
+    if tool is not None:
+        _tool_call("work", tool, data) if tool in TOOLS else _read_call(tool, data)
+        return
+    model = _form(data)
+    if model is None:
+        raise InvalidReply(
+            f"{_keys(data)} is no reply todoflow takes; a reply is one of: " + "; ".join(FORMS)
+        )
+    _validate(model, data, "the reply")
+
+
+def _form(data: dict[str, Any]) -> Any:
+    keys = set(data)
+    for key, model in (
+        ("next_action", Decision),
+        ("teleportTo", TeleportReply),
+        ("failed", SubAgentFailedReply),
+        ("resume_from_task", RevisionReply),
+        ("tasks", IntakeReply),
+        ("evidence", WorkReply),
+        ("progress_execution_outcome", WorkReply),
+    ):
+        if key in keys:
+            return model
+    return None
+
+
+def read_call(data: Any) -> tuple[str, str | None] | None:
+    """A `list_todos`/`get_todo` call's tool and todo id, checked; None: not a read."""
+    if not isinstance(data, dict):
+        return None
+    tool = next((name for name in READS if name in data), None)
+    if tool is None:
+        return None
+    call = _read_call(tool, data)
+    return tool, call.todo_id if isinstance(call, GetTodoCall) else None
+
+
+def _read_call(tool: str, data: dict[str, Any]) -> _Reply:
+    if len(data) != 1:
+        others = ", ".join(f"`{k}`" for k in sorted(data) if k != tool)
+        raise InvalidReply(f"a {tool} call is `{{{tool}: {{...}}}}` alone; {others} cannot come with it")
+    arguments = data[tool] if data[tool] is not None else {}
+    if not isinstance(arguments, dict):
+        raise InvalidReply(f"{tool} takes an object of arguments")
+    read: _Reply = _validate(READS[tool], arguments, tool)
+    return read
+
+
+def _keys(data: dict[str, Any]) -> str:
+    return ", ".join(f"`{key}`" for key in data) or "an empty object"
 
 
 def _reason(error: ValidationError, node: str, tagged: bool = False) -> str:
@@ -284,16 +383,24 @@ def _reason(error: ValidationError, node: str, tagged: bool = False) -> str:
     if strays:  # a reply meant for another node: say what this one takes
         names = ", ".join(f"`{e['loc'][0]}`" for e in strays)
         return f"{names} is not part of a reply at {node}: it takes {_TAKES[node]}"
-    return "; ".join(_one(e) for e in errors[:3])
+    return "; ".join(_grouped(errors))
+
+
+def _grouped(errors: list[Any]) -> list[str]:
+    """Every offending item, named once: fields missing or out of place in one sentence
+    each, the others one by one (a list of 100 tasks is refused in full, not its first three)."""
+    out: list[str] = []
+    for kind, verb in (("missing", "{} missing"), ("extra_forbidden", "{} not part of this reply")):
+        fields = [_path(e["loc"]) for e in errors if e["type"] == kind]
+        if fields:
+            names = ", ".join(f"`{f}`" if kind == "extra_forbidden" else f for f in fields)
+            out.append(verb.format(f"{names} {'is' if len(fields) == 1 else 'are'}"))
+    return out + [_one(e) for e in errors if e["type"] not in ("missing", "extra_forbidden")]
 
 
 def _one(error: Any) -> str:
     field = _path(error["loc"])
     kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
-    if kind == "missing":
-        return f"{field} is missing"
-    if kind == "extra_forbidden":
-        return f"`{field}` is not part of this reply"
     if kind == "string_too_long":
         return f"{field} is {len(value):,} characters; at most {ctx['max_length']:,}"
     if kind == "string_pattern_mismatch" and "todo_id" in field and str(value).strip():

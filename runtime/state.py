@@ -461,9 +461,22 @@ def _revise(plan: RunPlan, step: RunStep, draft: Draft, entry: Revise) -> None:
     fresh = len(entry.tasks) - kept
     draft.results = (*draft.results[:kept], *(PENDING,) * fresh)
     draft.checklist, draft.work = entry.progress_checklist_outcome, entry.progress_execution_outcome
-    draft.times = (*draft.times[:kept], *((entry.at, entry.at),) * fresh)
+    draft.times = (*draft.times[:kept], *_revised_times(draft, entry, kept))
     draft.marks, draft.tasks = tuple(draft.marks[:kept]), entry.tasks
     draft.moved(step, "submit_revision", entry.resume_from_task)
+
+
+def _revised_times(draft: Draft, entry: Revise, kept: int) -> list[tuple[str, str]]:
+    """Past the kept prefix, a task the revision left as it was at its position keeps when
+    it was created; every other task is created by the revision."""
+    return [
+        (draft.times[i][0] if i < len(draft.times) and _same(draft.tasks[i], task) else entry.at, entry.at)
+        for i, task in enumerate(entry.tasks[kept:], start=kept)
+    ]
+
+
+def _same(old: Task, new: Task) -> bool:
+    return (old.action, old.expected_result) == (new.action, new.expected_result)
 
 
 @_settles(Delegate)

@@ -248,6 +248,7 @@ def _main(args: argparse.Namespace) -> int:
         "trace": lambda: runs.trace(args),
         "learnings": lambda: runs.learnings(args),
         "db": lambda: runs.db(args),
+        "runs": lambda: runs.remove(args),
         "lsp": _lsp,
         "completion": lambda: _completion(args.shell),
         "decompile": lambda: _decompile(args),

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import sys
 import tempfile
 from collections.abc import Callable, Generator
 from functools import cache
@@ -62,7 +63,7 @@ def todoflow_snapshot(request: pytest.FixtureRequest) -> SnapshotWorkflow:
     root = request.config.rootpath
 
     def check(path: str | Path) -> None:
-        file = Path(path)
+        file = _beside(Path(path), request.path.parent, root)
         shown = file.resolve().relative_to(root) if file.resolve().is_relative_to(root) else file
         compiled = Compiled(analyze_file(file, shown.as_posix()))
         if not compiled.ok:
@@ -78,6 +79,15 @@ def todoflow_snapshot(request: pytest.FixtureRequest) -> SnapshotWorkflow:
             pytest.fail("\n\n".join([head, *changed]), pytrace=False)
 
     return check
+
+
+def _beside(path: Path, *folders: Path) -> Path:
+    """A workflow named in a test, found where the test is: a relative path against the
+    test file's folder, then the rootdir (not the working folder, which depends on where
+    pytest was started); the first folder's when it is in neither, so the error names it."""
+    if path.is_absolute():
+        return path
+    return next((folder / path for folder in folders if (folder / path).exists()), folders[0] / path)
 
 
 def _syrupy_snapshot(request: pytest.FixtureRequest) -> Any:
@@ -228,7 +238,9 @@ def todoflow_paths(*flows: str | Path, max_revisions: int = 1, step: str | None 
     """Parametrize a test over the paths of each flow's machine (`todoflow paths`), as the
     argument `todoflow_path`; each is walked through the engine before the test's body.
     `step`: one step's paths only; `max_revisions`: the revise teleports a path takes."""
-    cases = [case for flow in flows for case in _path_cases(Path(flow), len(flows) > 1, max_revisions, step)]
+    here = Path(sys._getframe(1).f_globals.get("__file__", "x")).resolve().parent  # the test module's
+    found = [_beside(Path(flow), here, Path.cwd()) for flow in flows]
+    cases = [case for flow in found for case in _path_cases(flow, len(flows) > 1, max_revisions, step)]
     return pytest.mark.parametrize("todoflow_path", cases, ids=[case.id for case in cases])
 
 

@@ -51,6 +51,7 @@ def add_parsers(commands: Any) -> None:
             "--store", metavar="URL", help=f"runs in a PostgreSQL database, postgresql://… (or ${STORE})"
         )
 
+    _runs_parser(commands)
     db = commands.add_parser(
         "db", help="the PostgreSQL store: its schema; moving runs to and from run folders"
     )
@@ -97,18 +98,114 @@ def _run_options(verb: argparse.ArgumentParser) -> None:
     )
 
 
+def json_option(verb: argparse.ArgumentParser, what: str) -> None:
+    """One spelling of JSON output on every verb: `--format json`, with `--json` kept as
+    its alias."""
+    verb.add_argument(
+        "--format", choices=["text", "json"], default="text", help=f"`json`: {what} (default text)"
+    )
+    verb.add_argument("--json", dest="format", action="store_const", const="json", help="--format json")
+
+
+def _runs_parser(commands: Any) -> None:
+    """`runs rm RUN...`, `runs prune --older-than AGE [--state ...]`: a dry run unless --yes."""
+    verb = commands.add_parser("runs", help="remove runs: named ones, or old ones (a dry run unless --yes)")
+    actions = verb.add_subparsers(dest="runs_action", required=True, metavar="ACTION")
+    rm = actions.add_parser("rm", help="remove the runs named (never one a program drives)")
+    rm.add_argument("process_ids", nargs="+", metavar="RUN")
+    prune = actions.add_parser("prune", help="remove runs older than AGE (never one a program drives)")
+    prune.add_argument("--older-than", required=True, type=_age, metavar="AGE", help="e.g. 30d, 12h, 2w")
+    prune.add_argument(
+        "--state", choices=["stopped", "complete", "blocked", "damaged"], help="only runs in this state"
+    )
+    for action in (rm, prune):
+        action.add_argument("--yes", action="store_true", help="remove them (without it: say what would go)")
+        action.add_argument("--run-dir", metavar="DIR", help=f"where runs live (default {RUN_DIR})")
+        action.add_argument(
+            "--store", metavar="URL", help=f"runs in a PostgreSQL database, postgresql://… (or ${STORE})"
+        )
+
+
+_AGE_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _age(text: str) -> float:
+    """`30d`, `12h`, `2w`, `90m`: an age in seconds."""
+    number, unit = text[:-1], text[-1:]
+    if unit not in _AGE_UNITS or not number.isdigit():
+        raise argparse.ArgumentTypeError(f"an age is a whole number and m, h, d or w (`30d`), not {text!r}")
+    return int(number) * _AGE_UNITS[unit]
+
+
+def remove(args: argparse.Namespace) -> int:
+    """`runs rm` and `runs prune`: each run that would go (or went) on a line; a run a
+    program drives now is never removed, and is named with who drives it."""
+    from datetime import UTC, datetime
+
+    from todoflow.runtime.store.base import runs_at
+
+    runs = runs_at(where(args))
+    rows = {pid: _row(runs, pid, meta) | {"meta": meta} for pid, meta in runs.metas()}
+    if args.runs_action == "rm":
+        unknown = [pid for pid in args.process_ids if pid not in rows]
+        if unknown:
+            print(f"todoflow: error: no run {', '.join(unknown)} in {runs.location}", file=sys.stderr)
+            return EXIT_ERRORS
+        chosen = list(dict.fromkeys(args.process_ids))
+    else:
+        now = datetime.now(UTC).timestamp()
+        chosen = [pid for pid, row in rows.items() if _prunable(row, now, args.older_than, args.state)]
+    failed = False
+    for pid in chosen:
+        driver = runs.driver(pid)
+        if driver is not None:
+            print(f"kept {pid}: it is driven by {driver}", file=sys.stderr)
+            failed = True
+            continue
+        if args.yes:
+            runs.remove(pid)
+        print(f"{'removed' if args.yes else 'would remove'} {pid}  {rows[pid]['status']}")
+    if not chosen:
+        print(f"no runs to remove in {runs.location}", file=sys.stderr)
+    elif not args.yes:
+        print("a dry run: pass --yes to remove them", file=sys.stderr)
+    return EXIT_ERRORS if failed and args.runs_action == "rm" else EXIT_OK
+
+
+def _prunable(row: dict[str, Any], now: float, older_than: float, state: str | None) -> bool:
+    """Older than the age given (a damaged run's age is its folder's or row's start, when
+    it has one) and in the state asked for; never a running run."""
+    from datetime import datetime
+
+    if row["status"] == "running" or (state is not None and row["status"] != state):
+        return False
+    started = getattr(row["meta"], "started_at", None)
+    if not started:
+        return False
+    return now - datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp() > older_than
+
+
 def _run_parser(commands: Any) -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a workflow, or resume a run")
     run.add_argument("file", nargs="?", metavar="FILE", help="the workflow to run")
     _run_options(run)
     run.add_argument("--resume", metavar="PROCESS_ID", help="continue a stopped or killed run")
     run.add_argument(
+        "--force",
+        action="store_true",
+        help="with --resume: drive the run even while another program drives it",
+    )
+    run.add_argument(
         "--accept-changed-definition",
         action="store_true",
         help="resume even if the source changed since the start",
     )
     run.add_argument(
-        "--max-turns", type=int, metavar="N", help="with --resume: raise the current step's bound on turns"
+        "--max-turns",
+        type=_bound,
+        metavar="N",
+        help="every todo_task step's bound on orchestrator turns (recorded with the run); "
+        "with --resume: raise the current step's",
     )
     run.add_argument(
         "--no-mcp", action="store_true", help="with --agent llm: run without the configured MCP servers"
@@ -183,14 +280,14 @@ def _view_parsers(commands: Any) -> list[argparse.ArgumentParser]:
     status.add_argument(
         "--follow", action="store_true", help="with PROCESS_ID: print each step as it happens, until complete"
     )
-    status.add_argument("--json", action="store_true", help="print the card as JSON")
+    json_option(status, "the card (or the listing) as JSON")
     status.add_argument("--svg", metavar="FILE", help="export the card as an SVG image")
     status.add_argument("--png", metavar="FILE", help="export the card as a PNG image (needs Chromium)")
 
     log = commands.add_parser("log", help="the execution log of a run, grouped by step and iteration")
     log.add_argument("process_id", metavar="PROCESS_ID")
     log.add_argument("--run-dir", metavar="DIR")
-    log.add_argument("--json", action="store_true", help="the log as JSON (docs/runtime.md)")
+    json_option(log, "the log as JSON (docs/runtime.md)")
     log.add_argument("--journal", action="store_true", help="the journal's entries, one JSON line each")
 
     report = commands.add_parser("report", help="a run as one self-contained HTML page (docs/runtime.md)")
@@ -211,7 +308,7 @@ def _view_parsers(commands: Any) -> list[argparse.ArgumentParser]:
         "--learnings", metavar="DIR", help="the learnings folder (default `learnings`, or the store's)"
     )
     learnings.add_argument("--step", metavar="SUB_STEP_ID", help="list one sub-step's learnings")
-    learnings.add_argument("--json", action="store_true")
+    json_option(learnings, "the learnings as JSON")
     trace = commands.add_parser("trace", help="a run's spans (OpenTelemetry), derived from its journal")
     trace.add_argument("process_id", metavar="PROCESS_ID")
     trace.add_argument("--format", choices=["otlp-json"], default="otlp-json", help="OTLP/JSON (the default)")
@@ -264,8 +361,11 @@ def _start(args: argparse.Namespace, spec: AgentSpec, closing: contextlib.ExitSt
         agent=str(spec),
         fast_path_only=args.fast_path_only,
         config=checked.config,
+        max_turns=args.max_turns,
     )
     print(f"started {engine.process_id} ({_shown(where(args), engine.process_id)})", file=sys.stderr)
+    if args.max_turns is not None:
+        print(f"note: each todo_task step may take {args.max_turns} orchestrator turns", file=sys.stderr)
     return _drive(args, runs, engine, checked.agent)
 
 
@@ -369,6 +469,14 @@ def _resume(args: argparse.Namespace, given: AgentSpec | None, closing: contextl
 
     runs = runs_at(where(args))
     meta = runs.read_meta(args.resume)
+    driver = runs.driver(args.resume)
+    if driver is not None and not args.force:
+        print(
+            f"todoflow: error: run {args.resume} is driven by {driver}; two drivers would answer the same "
+            "directives: pass --force to drive it too",
+            file=sys.stderr,
+        )
+        return EXIT_ERRORS
     changed = process.changed_definition(meta)
     if changed and not args.accept_changed_definition:
         print(
@@ -486,11 +594,36 @@ def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -
         )
         if left:
             print(f"note: the run is complete with {left} replies of the script unused", file=sys.stderr)
+        resume = _resume_command(args, engine) if outcome != "complete" else []
     if outcome == "complete":
         return EXIT_OK
-    command = ["todoflow", "run", "--resume", engine.process_id, *_location_options(args)]
-    print(f"resume with: {shlex.join(command)}", file=sys.stderr)
+    print(f"resume with: {shlex.join(resume)}", file=sys.stderr)
     return EXIT_ERRORS if outcome == "refused" else EXIT_RESUMABLE
+
+
+def _resume_command(args: argparse.Namespace, engine: Engine) -> list[str]:
+    """The command that continues the run when pasted: a step out of turns goes on with a
+    raised bound, so the hint names one."""
+    from todoflow.runtime.orchestrator import raised_bound
+
+    command = ["todoflow", "run", "--resume", engine.process_id, *_location_options(args)]
+    directive = engine.directive()
+    if directive.step is not None and directive.step.kind == "todo_task":
+        raised = raised_bound(directive.step, directive.state)
+        if raised is not None:
+            command += ["--max-turns", str(raised)]
+    return command
+
+
+def _bound(text: str) -> int:
+    """`--max-turns N`: a whole number of at least one turn."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a bound on turns is a whole number of at least 1, not {text!r}")
+    return value
 
 
 def _live_trace(args: argparse.Namespace, engine: Engine) -> LiveTrace | None:
@@ -530,11 +663,11 @@ def status(args: argparse.Namespace) -> int:
     runs = runs_at(where(args))
     if args.process_id is None:
         rows = [_row(runs, pid, meta) for pid, meta in runs.metas()]
-        if args.json:
+        if args.format == "json":
             print(json.dumps(rows, indent=2, ensure_ascii=False))
         elif not rows:
             print(f"no runs in {runs.location}")
-        for row in rows if not args.json else []:
+        for row in rows if args.format != "json" else []:
             spent = (
                 f"  ({row['tokens']['prompt'] + row['tokens']['completion']:,} tokens)"
                 if "tokens" in row
@@ -555,7 +688,7 @@ def status(args: argparse.Namespace) -> int:
     if args.png:
         card_png(card_svg(directive, finished), Path(args.png))
         print(f"wrote {args.png}", file=sys.stderr)
-    if args.json:
+    if args.format == "json":
         print(json.dumps(card_data(directive, finished, state), indent=2, ensure_ascii=False))
     elif not (args.svg or args.png):
         sys.stdout.write(card_text(directive, finished))
@@ -603,7 +736,9 @@ def log(args: argparse.Namespace) -> int:
             )
             return EXIT_OK
         data = log_json(engine.plan, engine.process_id, engine.store.started_at, journal)
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n" if args.json else log_text(data))
+    sys.stdout.write(
+        json.dumps(data, indent=2, ensure_ascii=False) + "\n" if args.format == "json" else log_text(data)
+    )
     return EXIT_OK
 
 
@@ -686,11 +821,11 @@ def learnings(args: argparse.Namespace) -> int:
     assert folder is not None  # a database keeps the learnings of all its runs
     if args.action == "list":
         records = folder.records(args.step)
-        if args.json:
+        if args.format == "json":
             print(json.dumps([r.model_dump() for r in records], indent=2, ensure_ascii=False))
         elif not records:
             print(f"no learnings in {place}")
-        for record in records if not args.json else []:
+        for record in records if args.format != "json" else []:
             print(
                 f"{record.id}  {record.status:<7} {record.sub_step_id:<16} {record.at}  {record.todo_title}"
             )

@@ -10,10 +10,12 @@ todo_task step's work node, and the delegated sub-agent at its `delegated` node.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ..directive import Directive
+from ..events import todos
 from ..llm_choice import Spent
 
 
@@ -56,3 +58,15 @@ class OffersTools(Protocol):
     def close(self) -> None:
         """Releases its toolsets (a command still running is killed with its group)."""
         ...
+
+
+def read_todos(directive: Directive, todo_id: str | None = None) -> dict[str, Any] | str:
+    """What `list_todos` (no `todo_id`) or `get_todo` reads, as todos.json holds it, or
+    why there is nothing to read: an agent answers its reads itself, nothing is journaled."""
+    if directive.step is None or not directive.state.tasks:
+        return "there is no checklist to read yet"
+    listed: dict[str, Any] = json.loads(todos(directive.step, directive.state))
+    if todo_id is None:
+        return listed
+    found = next((todo for todo in listed["todos"] if todo["id"] == todo_id), None)
+    return found if found is not None else f"there is no `{todo_id}` in step `{listed['step_id']}`"

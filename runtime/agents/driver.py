@@ -10,13 +10,18 @@ script's reply was refused; resumable once the script is fixed).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..directive import Directive
 from ..engine import Engine, Refusal
 from ..views.card import card_text
 from . import fast_path
 from .base import Agent, Blocked, OffersTools, Stop
+
+if TYPE_CHECKING:
+    from ..state import Returned
+
+PREVALIDATION_FAILED = "prevalidation failed: "  # how workspace.checked words a failed one
 
 
 def drive(
@@ -50,7 +55,7 @@ def drive(
         if isinstance(answer, Stop):
             if usage:
                 engine.record_usage(directive.attempt_id, usage)
-            out.write(f"stopped: {answer.reason}\n")
+            out.write("stopped\n" if answer == Stop() else f"stopped: {answer.reason}\n")  # `quit`: once
             return "stopped"
         blocked = answer if isinstance(answer, Blocked) else None
         if blocked is not None and directive.todo_id is None:  # no todo to mark: just stop
@@ -151,6 +156,19 @@ def _progress_line(directive: Directive) -> str:
         return f"{blocks} -> {directive.role}\n"
     returned = state.returned
     if returned is not None and returned.seq == state.seq and not returned.passed:
-        failed = f"[{state.step_id}] {returned.agent} gave todo_{returned.position} back: {returned.reason}\n"
-        return failed + f"{blocks} -> Task {position}/{total}: {state.tasks[position - 1].action}\n"
+        return (
+            _returned_line(state.step_id, returned)
+            + f"{blocks} -> Task {position}/{total}: {state.tasks[position - 1].action}\n"
+        )
     return f"{blocks} -> Task {position}/{total}: {state.tasks[position - 1].action}\n"
+
+
+def _returned_line(step_id: str | None, returned: Returned) -> str:
+    """A delegation that came back: prevalidation said no (the route's expected files), or
+    the sub-agent gave the todo back (`failed`)."""
+    todo = f"todo_{returned.position}"
+    reason = returned.reason or ""
+    if reason.startswith(PREVALIDATION_FAILED):
+        why = reason.removeprefix(PREVALIDATION_FAILED)
+        return f"[{step_id}] prevalidation failed for {todo} (route {returned.agent}): {why}\n"
+    return f"[{step_id}] {returned.agent} gave {todo} back: {reason}\n"

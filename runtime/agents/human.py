@@ -6,16 +6,18 @@ Every prompt it shows is listed, with a piped example, in docs/runtime.md.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
 from ..directive import Directive
 from ..llm_choice import Usage
 from ..replies import TELEPORT
-from .base import Answer, Blocked, Stop
+from .base import Answer, Blocked, Stop, read_todos
 
 
 class HumanAgent:
@@ -61,10 +63,17 @@ class HumanAgent:
             commands += [f"`delegate {r.id}` ({r.name}: {r.condition})" for r in step.routes]
             if step.generic_agent:
                 commands.append("`generic` for the generic agent")
+            commands += _TODO_COMMANDS
         commands += ["`blocked <reason>`", "`quit`"]
         lines.append("  type the evidence, or " + ", ".join(commands))
         self.write.write("\n".join(lines) + "\n")
-        answer = self._ask("evidence> ")
+        answer = (
+            self._todo_prompt(directive, ("create", "update"))
+            if directive.orchestrated
+            else self._ask("evidence> ")
+        )
+        if isinstance(answer, Mapping):
+            return answer
         if answer is None or answer.strip() == "quit":
             return Stop()
         word, _, rest = answer.strip().partition(" ")
@@ -94,14 +103,35 @@ class HumanAgent:
 
     def _sub_agent(self, directive: Directive) -> Answer:
         self.write.write(f"\n{directive.role}\n{directive.prompt()}")
-        self.write.write("  type the evidence, or `failed <reason>`, `blocked <reason>`, `quit`\n")
-        answer = self._ask("evidence> ")
+        self.write.write(
+            "  type the evidence, or `failed <reason>`, `update <todo> <status> [notes]`, `list`, "
+            "`show <todo>`, `blocked <reason>`, `quit`\n"
+        )
+        answer = self._todo_prompt(directive, ("update",))
+        if isinstance(answer, Mapping):
+            return answer
         if answer is None or answer.strip() == "quit":
             return Stop()
         word, _, rest = answer.strip().partition(" ")
         if word == "failed":
             return {"failed": rest.strip() or "failed"}
         return self._confirmation(answer)
+
+    def _todo_prompt(self, directive: Directive, writes: tuple[str, ...]) -> Any:
+        """`evidence> ` with the todo tools where they apply: a read is shown and the
+        question asked again; a write is the reply (refused by the engine's rules, as any
+        other agent's); anything else is the person's answer (None: the input ended)."""
+        while True:
+            answer = self._ask("evidence> ")
+            if answer is None:
+                return None
+            command = _todo_command(answer, writes)
+            if command is None:
+                return answer
+            if not isinstance(command, tuple):
+                return command
+            found = read_todos(directive, command[1])
+            self.write.write(_shown(found) if not isinstance(found, str) else f"  {found}\n")
 
     def _confirmation(self, answer: str) -> Answer:
         """An answer at a todo that is its evidence (the outcome asked next), or `blocked <reason>`."""
@@ -181,6 +211,47 @@ class HumanAgent:
         return [
             _task(line) for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
         ]
+
+
+_TODO_COMMANDS = [
+    "`create <title> :: <description>`",
+    "`update <todo> <status> [notes]`",
+    "`list`",
+    "`show <todo>`",
+]
+_TODO_ID = re.compile(r"todo_\d+")
+
+
+def _todo_command(line: str, writes: tuple[str, ...]) -> dict[str, Any] | tuple[str, str | None] | None:
+    """A todo tool typed at a prompt: a write as its reply, a read as `(tool, todo_id)`,
+    None when the line is not one (then it is evidence: `create` needs its `::`, `update`
+    and `show` a todo id, so plain words stay evidence)."""
+    word, _, rest = line.strip().partition(" ")
+    rest = rest.strip()
+    if word == "list" and not rest:
+        return ("list_todos", None)
+    todo, _, more = rest.partition(" ")
+    if word == "show" and _TODO_ID.fullmatch(todo) and not more.strip():
+        return ("get_todo", todo)
+    if word == "create" and "create" in writes and "::" in rest:
+        title, _, description = rest.partition("::")
+        return {"create_todo": {"title": title.strip(), "description": description.strip()}}
+    if word == "update" and "update" in writes and _TODO_ID.fullmatch(todo) and more.strip():
+        status, _, notes = more.strip().partition(" ")
+        arguments = {"todo_id": todo, "status": status}
+        return {"update_todo": arguments | ({"notes": notes.strip()} if notes.strip() else {})}
+    return None
+
+
+def _shown(found: dict[str, Any]) -> str:
+    """A todo, or the todos of a step, one line each."""
+    listed = found.get("todos", [found])
+    return "".join(
+        f"  {todo['id']} [{todo['status']}] {todo['title']} => {todo['description']}"
+        + (f" ({todo['notes']})" if todo.get("notes") else "")
+        + "\n"
+        for todo in listed
+    )
 
 
 def _task(line: str) -> dict[str, str]:

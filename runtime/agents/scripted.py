@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,9 @@ from todoflow.dsl.diagnostics import TodoflowError
 
 from ..directive import Directive
 from ..llm_choice import Usage
+from ..replies import READS, InvalidReply, check_reply, read_call
 from ..workspace import confined
-from .base import Answer, Blocked, Stop
+from .base import Answer, Blocked, Stop, read_todos
 
 
 class ScriptError(TodoflowError):
@@ -38,7 +40,7 @@ class ScriptedAgent:
         self.turns: list[list[Mapping[str, Any]]] = [[]]
         for reply in replies:
             self.turns[-1].append(reply)
-            if "expect_refused" not in reply:
+            if "expect_refused" not in reply and not _reads(reply):  # reads are not applied
                 self.turns.append([])
         self._turn, self._sent = -1, 0
         self._expecting: str | None = None
@@ -61,11 +63,7 @@ class ScriptedAgent:
         if not isinstance(replies, list) or not all(isinstance(r, dict) for r in replies):
             raise ScriptError(f"{path}: expected a list of replies (or `replies:` holding one)")
         for number, reply in enumerate(replies, start=1):
-            _check_files(reply.get("files"), f"{path}: reply {number}")
-            if not isinstance(reply.get("expect_refused", ""), str):
-                raise ScriptError(
-                    f"{path}: reply {number}: `expect_refused` is the text the refusal contains"
-                )
+            _check_reply(reply, f"{path}: reply {number}")
         return cls(replies, workspace)
 
     def reply(self, directive: Directive) -> Answer:
@@ -77,6 +75,14 @@ class ScriptedAgent:
         turn = self.turns[index]
         reply = dict(turn[min(self._sent, len(turn) - 1)])
         self._sent += 1
+        while _reads(reply):  # answered here: the engine journals no read
+            read = read_call(_sent(reply))
+            assert read is not None  # the file was checked when it was read
+            _answer(read, reply, directive)
+            if self._sent >= len(turn):
+                return Stop(f"the script has no reply after its {read[0]}")
+            reply = dict(turn[self._sent])
+            self._sent += 1
         self._expecting = reply.pop("expect_refused", None)
         if "blocked" in reply:
             return Blocked(str(reply["blocked"]))
@@ -114,6 +120,55 @@ class ScriptedAgent:
     def unused(self, directive: Directive) -> int:
         """How many replies are left when the run completes (a script that drifted)."""
         return sum(len(turn) for turn in self.turns[directive.state.agent_replies :])
+
+
+_SCRIPT_KEYS = ("files", "expect_refused", "expect")  # the script's own, never sent
+
+
+def _check_reply(reply: dict[str, Any], where: str) -> None:
+    """A reply of the file, checked before any run is made: its form and that form's rules
+    (which node it answers is known only when it is sent)."""
+    _check_files(reply.get("files"), where)
+    for key in ("expect_refused", "expect"):
+        if not isinstance(reply.get(key, ""), str):
+            raise ScriptError(
+                f"{where}: `{key}` is the text the {'refusal' if key != 'expect' else 'read'} contains"
+            )
+    if "expect" in reply and not _reads(reply):
+        raise ScriptError(f"{where}: `expect` goes with a `list_todos` or `get_todo` call")
+    sent = _sent(reply)
+    if _reads(reply) and "expect_refused" in reply:
+        raise ScriptError(f"{where}: a read is never refused; `expect` says what its answer holds")
+    if "blocked" in sent:
+        if len(sent) > 1:
+            raise ScriptError(f"{where}: `blocked: REASON` stands alone")
+        return
+    try:
+        check_reply(sent)
+    except InvalidReply as error:
+        if "expect_refused" not in reply:  # a reply meant to be refused may break any rule
+            raise ScriptError(f"{where}: {error.reason}") from None
+
+
+def _sent(reply: Mapping[str, Any]) -> dict[str, Any]:
+    """What of a script's reply is sent: its own keys (`files`, `expect`...) left out."""
+    return {k: v for k, v in reply.items() if k not in _SCRIPT_KEYS}
+
+
+def _reads(reply: Mapping[str, Any]) -> bool:
+    return any(name in reply for name in READS)
+
+
+def _answer(read: tuple[str, str | None], reply: dict[str, Any], directive: Directive) -> None:
+    """A `list_todos` or `get_todo` of the script, read from the directive's step; with
+    `expect: TEXT` the answer must contain TEXT (a script fails loudly, never drifts)."""
+    tool, todo_id = read
+    answer = read_todos(directive, todo_id)
+    if isinstance(answer, str):
+        raise ScriptError(f"the script's {tool}: {answer}")
+    expected = reply.get("expect")
+    if expected is not None and expected not in json.dumps(answer, ensure_ascii=False):
+        raise ScriptError(f"the script's {tool} expected {expected!r} in its answer: {json.dumps(answer)}")
 
 
 def _check_files(files: Any, where: str) -> None:

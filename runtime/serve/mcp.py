@@ -39,7 +39,7 @@ from ..replies import (
 from . import resources
 from .http import HttpOptions, serve_http
 from .resources import INSTRUCTIONS
-from .service import LIMITS, OUT_OF_FILES, ServeError, TodoService, out_of_files
+from .service import ALIASES, LIMITS, OUT_OF_FILES, ServeError, TodoService, out_of_files
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -124,7 +124,7 @@ def tool_schema(model: type[BaseModel] | None, process_only: bool = False) -> di
     return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
 
-def start_schema() -> dict[str, Any]:
+def start_schema(workflow_ids: list[str] | None = None) -> dict[str, Any]:
     ready, _ = model_properties(ReadyTask)
     return {
         "type": "object",
@@ -134,7 +134,8 @@ def start_schema() -> dict[str, Any]:
                 "enum": ["prepare", "execute"],
                 "description": "`prepare` first, then `execute`.",
             },
-            "workflowId": _text("For prepare: the workflow, e.g. `todo-list`.", LIMITS["workflowId"]),
+            "workflowId": _text("For prepare: the workflow, e.g. `todo-list`.", LIMITS["workflowId"])
+            | ({"enum": workflow_ids} if workflow_ids else {}),
             "parentExecutionId": _text(
                 "For prepare: the caller's execution id, or `none`.", LIMITS["parentExecutionId"]
             ),
@@ -195,8 +196,9 @@ def start_tool(service: TodoService) -> ToolDef:
             return service.execute(a.get("startAttemptId"))
         raise ServeError("action must be `prepare` or `execute`")
 
+    served = [*service.workflows.ids(), *(a for a, to in ALIASES.items() if to in service.workflows.sources)]
     description = "Start a workflow: `prepare` it (returns a startAttemptId), then `execute` it once."
-    return ToolDef("start", description, start_schema(), start)
+    return ToolDef("start", description, start_schema(sorted(served)), start)
 
 
 STEP = (
@@ -288,7 +290,10 @@ def status_tool(service: TodoService) -> ToolDef:
 
     def status(a: dict[str, Any]) -> dict[str, Any]:
         _known(a, schema)
-        return service.status(a.get("processId"))
+        card = service.status(a.get("processId"))
+        if "process_id" in card:  # the card's own spelling; every tool says processId
+            card = {"processId": card.pop("process_id"), **card}
+        return card
 
     description = "The run card of a process (Checklist -> Prepare -> Work), or every run."
     return ToolDef("status", description, schema, status)
@@ -317,11 +322,27 @@ def _known(arguments: dict[str, Any], schema: dict[str, Any]) -> None:
         )
 
 
+TITLES = {  # what a client shows for each tool
+    "start": "Start a workflow",
+    "step": "Reply to the current directive",
+    "create_todo": "Create a todo",
+    "update_todo": "Update a todo",
+    "complete_todo": "Complete the current todo",
+    "list_todos": "List the todos",
+    "get_todo": "Get one todo",
+    "status": "Run status",
+}
+READ_ONLY = ("status", "list_todos", "get_todo")  # the tools that change nothing
+
+
 def build_server(service: TodoService) -> Any:
+    from importlib.metadata import version
+
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.mcpserver.tools import Tool
     from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
+    from mcp_types import ToolAnnotations
 
     class Arguments(ArgModelBase):
         """The arguments as sent, for the engine to validate (the published schema says
@@ -343,14 +364,22 @@ def build_server(service: TodoService) -> Any:
                     raise
                 raise ToolError(str(out_of_files(error, len(service.engines)))) from None
 
-        made = Tool.from_function(run, name=name, description=description)
+        made = Tool.from_function(
+            run,
+            name=name,
+            title=TITLES[name],
+            description=description,
+            annotations=ToolAnnotations(title=TITLES[name], read_only_hint=name in READ_ONLY),
+        )
         made.fn_metadata.arg_model = Arguments
         made.parameters = schema
         return made
 
     made = [tool(*spec) for spec in tools(service)]
     # warnings and errors only: stderr carries the access log, not the SDK's info lines
-    server = MCPServer("todoflow", instructions=INSTRUCTIONS, tools=made, log_level="WARNING")
+    server = MCPServer(
+        "todoflow", version=version("todoflow"), instructions=INSTRUCTIONS, tools=made, log_level="WARNING"
+    )
     add_resources(server, service)
     add_prompts(server, service)
     return server

@@ -22,6 +22,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
+import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib.metadata import entry_points
@@ -100,6 +102,7 @@ class RunMeta(BaseModel):
     fast_path_only: bool = False  # learn_code: a missing or failing script is an error, no fallback
     config: str | None = None  # the configuration file the LLM agent read (todoflow.toml), resolved
     config_sha256: str | None = None  # its sha256 then: a resume says when it changed
+    max_turns: int | None = None  # `run --max-turns` at the start: every todo_task step's bound
 
     def text(self) -> str:
         """run.json's text."""
@@ -320,6 +323,16 @@ class Runs(Protocol):
         """Whether a program drives the run now."""
         ...
 
+    def remove(self, process_id: str) -> None:
+        """The run gone: its meta, plan and journal (the location's learnings stay). The
+        caller checks that nobody drives it (`todoflow runs rm` refuses a running run)."""
+        ...
+
+    def driver(self, process_id: str) -> str | None:
+        """Who drives the run now, in words (`pid 4242 on build-7`), or None when nobody
+        does (the last to start, when several do)."""
+        ...
+
     def changes(self, process_id: str, seq: int) -> Iterator[None]:
         """Wakes (yields) whenever the run's journal may have grown past entry `seq`; the
         caller reads what is new by sequence number, so a missed wake costs nothing."""
@@ -445,3 +458,8 @@ def known_schemes() -> list[str]:
     """The URL schemes some adapter serves (registered, or to be loaded by entry point)."""
     names = set(_ADAPTERS) | {point.name for point in entry_points(group=ENTRY_POINTS)}
     return sorted(names - {FOLDER})
+
+
+def this_program() -> str:
+    """This program as `driver` names it: its process id and its host."""
+    return f"pid {os.getpid()} on {socket.gethostname()}"

@@ -51,6 +51,7 @@ import logging
 import os
 import re
 import shutil
+import socket
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -668,6 +669,23 @@ def _event_lines(plan: RunPlan, process_id: str, entries: Iterable[Applied]) -> 
     )
 
 
+def _lock_holders(path: Path) -> list[int]:
+    """The processes holding a file lock on `path`, from Linux's /proc/locks (none where
+    the system does not list them)."""
+    try:
+        status = os.stat(path)
+        lines = Path("/proc/locks").read_text(encoding="ascii").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    device = f"{os.major(status.st_dev):02x}:{os.minor(status.st_dev):02x}:{status.st_ino}"
+    found = []
+    for line in lines:  # `1: FLOCK  ADVISORY  READ 4242 fd:01:1234 0 EOF`; a waiter has `->`
+        fields = line.split()
+        if len(fields) > 5 and "->" not in fields and fields[1] == "FLOCK" and fields[5] == device:
+            found.append(int(fields[4]))
+    return found
+
+
 def _open_existing(path: Path, flags: int) -> int:
     """A handle on `path`, or -1 if it does not exist (a reader creates nothing)."""
     try:
@@ -841,6 +859,27 @@ class FolderRuns:
             os.close(handle)  # releases the probe's lock
         return False
 
+    def remove(self, process_id: str) -> None:
+        """The run folder renamed aside first (one step: a listing never sees half a run),
+        then deleted."""
+        folder = self.folder(process_id)
+        if not (folder / "run.json").is_file():
+            raise StoreError(f"no run `{process_id}` in {self.location}")
+        aside = folder.with_name(f".removed-{folder.name}-{os.getpid()}")
+        try:
+            os.rename(folder, aside)
+            shutil.rmtree(aside)
+        except OSError as error:
+            raise StoreError(f"cannot remove run `{process_id}`: {error.strerror or error}") from None
+
+    def driver(self, process_id: str) -> str | None:
+        """Who holds the `driving` lock, as the kernel lists it (a driver writes nothing
+        into the run: an MCP server drives every run it looks at)."""
+        if not self.driven(process_id):
+            return None
+        holders = _lock_holders(self.folder(process_id) / DRIVING)
+        return f"pid {holders[0]} on {socket.gethostname()}" if holders else "another program"
+
     def changes(self, process_id: str, seq: int) -> Iterator[None]:
         while True:  # a run folder tells nobody: look at it now and then
             time.sleep(FOLLOW_POLL)
@@ -966,11 +1005,12 @@ def _plan(folder: Path, meta: RunMeta) -> RunPlan:
         plan = load_plan(folder / "plan", meta.workflow_id, meta.title or meta.workflow_id)
         ready_file = folder / "plan" / READY
         ready = ready_file.read_text(encoding="utf-8") if ready_file.exists() else None
-        return run_plan(plan, meta.goal, ready)
+        return run_plan(plan, meta.goal, ready, meta.max_turns)
 
     stored = os.path.join(folder, "plan")
     files = tuple(_identity(os.path.join(stored, name)) for name in _PLAN_FILES)
-    return kept_plan((str(folder), files, meta.plan_sha256, meta.goal, meta.workflow_id, meta.title), build)
+    key = (str(folder), files, meta.plan_sha256, meta.goal, meta.workflow_id, meta.title, meta.max_turns)
+    return kept_plan(key, build)
 
 
 _PLAN_FILES = ("plan.json", "step_config.json", READY)  # what a stored plan is built from, but templates
@@ -1099,7 +1139,7 @@ class FolderLearnings:
         learning = self.find(learning_id)
         if learning.status == "retired":
             return learning
-        retired = learning.model_copy(update={"status": "retired", "at": at})
+        retired = learning.retired(at)
         path = self.file(learning.sub_step_id)
         with open(path, "a", encoding="utf-8") as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)

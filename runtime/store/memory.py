@@ -35,6 +35,7 @@ from .base import (
     forget,
     ready_text,
     register,
+    this_program,
 )
 
 
@@ -125,7 +126,7 @@ class MemoryLearnings:
         learning = self.find(learning_id)
         if learning.status == "retired":
             return learning
-        retired = learning.model_copy(update={"status": "retired", "at": at})
+        retired = learning.retired(at)
         with self._lock:
             self._lines.append((retired.sub_step_id, retired))
         return retired
@@ -214,6 +215,7 @@ class MemoryRuns:
             plan_from_files(files, meta.workflow_id, meta.title or meta.workflow_id),
             meta.goal,
             files.get(READY),
+            meta.max_turns,
         )
         store = MemoryStore(meta.process_id, plan, meta.started_at, self._learnings, meta.source_sha256)
         with self._lock:
@@ -262,6 +264,14 @@ class MemoryRuns:
 
     def driven(self, process_id: str) -> bool:
         return self._run(process_id).drivers > 0
+
+    def remove(self, process_id: str) -> None:
+        with self._lock:
+            self._run(process_id)  # an unknown id is an error, as everywhere
+            del self._runs[process_id]
+
+    def driver(self, process_id: str) -> str | None:
+        return this_program() if self.driven(process_id) else None  # memory is this program's
 
     def changes(self, process_id: str, seq: int) -> Iterator[None]:
         while True:

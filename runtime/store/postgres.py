@@ -63,6 +63,7 @@ from .base import (
     ready_text,
     register,
     snapshot_due,
+    this_program,
     without_password,
 )
 
@@ -359,7 +360,7 @@ class PgRuns:
         if row is None:
             raise StoreError(self._no_run(process_id))
         meta = _meta(process_id, row[0])
-        key = meta.plan_sha256 and (meta.plan_sha256, meta.goal, meta.workflow_id, meta.title)
+        key = meta.plan_sha256 and (meta.plan_sha256, meta.goal, meta.workflow_id, meta.title, meta.max_turns)
         plan = kept_plan(key or None, lambda: self._plan(meta))
         store = PgStore(self, meta.process_id, plan, meta.started_at, self._learnings, meta.source_sha256)
         return OpenRun(meta, store, self._learnings)
@@ -376,7 +377,7 @@ class PgRuns:
             stored = plan_from_files(files, meta.workflow_id, meta.title or meta.workflow_id)
         except PlanError as error:
             raise StoreError(f"run `{meta.process_id}`: {error}") from None
-        return run_plan(stored, meta.goal, files.get(READY))
+        return run_plan(stored, meta.goal, files.get(READY), meta.max_turns)
 
     def _no_run(self, process_id: str) -> str:
         known = [pid for pid, _ in self._listed(20)]
@@ -463,6 +464,35 @@ class PgRuns:
         )
         return bool(row and row[0])
 
+    def remove(self, process_id: str) -> None:
+        """One transaction: the run's row (its plan files, journal and snapshots go with it,
+        ON DELETE CASCADE) and who drove or followed it."""
+
+        self.read_meta(process_id)  # an unknown id is an error; a repeated delete is not
+
+        def delete(connection: psycopg.Connection[Any]) -> None:
+            for table in ("todoflow_drivers", "todoflow_followers", "todoflow_processes"):
+                connection.execute(f"DELETE FROM {table} WHERE process_id = %s", (process_id,))
+
+        self.write(delete)
+
+    def driver(self, process_id: str) -> str | None:
+        """The program behind the newest presence that drives the run: each names itself
+        in its presence connection's application_name (`this_program`)."""
+        row = self.read(
+            lambda c: c.execute(
+                "SELECT a.application_name FROM todoflow_drivers d "
+                "JOIN pg_locks l ON l.locktype = 'advisory' AND l.classid = %s::oid "
+                "AND l.objid = d.instance::oid AND l.objsubid = 2 AND l.granted "
+                "JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE d.process_id = %s ORDER BY d.instance DESC LIMIT 1",
+                (DRIVER_LOCKS, process_id),
+            ).fetchone()
+        )
+        if row is None:
+            return None
+        return str(row[0]).removeprefix("todoflow ") if row[0] else "another program"
+
     # -- following -----------------------------------------------------------------
 
     def changes(self, process_id: str, seq: int) -> Iterator[None]:
@@ -539,7 +569,12 @@ class PgRuns:
         with self._presence_lock:
             if self._presence is None or self._presence.closed:
                 try:
-                    connection = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+                    connection = psycopg.connect(
+                        self.url,
+                        autocommit=True,
+                        connect_timeout=CONNECT_TIMEOUT,
+                        application_name=f"todoflow {this_program()}"[:63],  # what `driver` reads
+                    )
                     row = connection.execute("SELECT nextval('todoflow_instances')").fetchone()
                     assert row is not None
                     self.instance = int(row[0]) % (1 << 31)
@@ -871,7 +906,7 @@ class PgLearnings:
         learning = self.find(learning_id)
         if learning.status == "retired":
             return learning
-        retired = learning.model_copy(update={"status": "retired", "at": at})
+        retired = learning.retired(at)
         self.add_lines([(retired.sub_step_id, retired.model_dump_json())])
         return retired
 

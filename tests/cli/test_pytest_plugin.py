@@ -113,3 +113,29 @@ def test_without_syrupy_the_fixture_says_what_to_install(project: Path) -> None:
     assert "todoflow_snapshot compares artifacts with syrupy's `snapshot` fixture" in result.stdout
     assert "pip install syrupy" in result.stdout
     assert "fixture 'snapshot' not found" not in result.stdout
+
+
+def test_a_workflow_path_is_found_beside_the_test_then_in_the_rootdir(project: Path) -> None:
+    """Issue 26: pytest started from another folder still finds the workflow."""
+    (project / "tests" / "flows").mkdir()
+    shutil.copy(project / "flows" / "release.todoflow", project / "tests" / "flows" / "release.todoflow")
+    (project / "pytest.ini").write_text("[pytest]\n")
+    started_elsewhere = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(project), "tests"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert started_elsewhere.returncode == 0, started_elsewhere.stdout  # beside the test
+    shutil.rmtree(project / "tests" / "flows")
+    inner = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_flows.py"],
+        cwd=project / "tests",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert inner.returncode == 0, inner.stdout  # from the tests folder: found in the rootdir

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -102,12 +103,64 @@ def test_human_revises_the_checklist_line_by_line(tmp_path: Path) -> None:
 
 def test_a_refused_scripted_reply_stops_the_run_resumably(tmp_path: Path) -> None:
     replies = tmp_path / "replies.yaml"
-    replies.write_text("- evidence: '" + "x" * 612 + "'\n  progress_execution_outcome: done\n")
+    replies.write_text("- tasks: [{action: a, expected_result: b}]\n  progress_checklist_outcome: one\n")
     result = run_cli("run", str(EXAMPLE), "--agent", f"scripted:{replies}", cwd=tmp_path)
     assert result.returncode == 1
-    assert "refused: evidence is 612 characters; at most 500" in result.stdout
+    assert "refused: `tasks`, `progress_checklist_outcome` is not part of a reply at work" in result.stdout
     (run,) = _runs(tmp_path)
     assert read_journal(run) == []
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (
+            "- evidence: '" + "x" * 612 + "'\n  progress_execution_outcome: done\n",
+            "evidence is 612 characters",
+        ),
+        (
+            "- taskz: [{action: a, expected_result: b}]\n  progress_checklist_outcome: one\n",
+            "`taskz`, `progress_checklist_outcome` is no reply todoflow takes; a reply is one of: "
+            "`tasks` + `progress_checklist_outcome` (intake); `evidence` + `progress_execution_outcome`",
+        ),
+        ("- get_todo: {todo_id: seven}\n", "todo_id is `seven`; a todo id is `todo_<N>` for task N"),
+        ("- {blocked: waiting, evidence: x}\n", "`blocked: REASON` stands alone"),
+    ],
+)
+def test_a_replies_file_is_checked_before_a_run_is_made(tmp_path: Path, reply: str, reason: str) -> None:
+    """Issue 26: a typo in the first reply used to leave a `stopped` run behind."""
+    replies = tmp_path / "replies.yaml"
+    replies.write_text(reply)
+    result = run_cli("run", str(EXAMPLE), "--agent", f"scripted:{replies}", cwd=tmp_path)
+    assert result.returncode == 1 and f"{replies}: reply 1: " in result.stderr
+    assert reason in result.stderr, result.stderr
+    assert not (tmp_path / ".todoflow").exists()
+
+
+def test_scripted_replies_read_the_todos_and_expect_what_they_hold(tmp_path: Path) -> None:
+    """Issue 26: `list_todos` and `get_todo`, documented as replies, are accepted; a read
+    is answered from the run and journals nothing; `expect` makes the script fail loudly."""
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    todo_task t "T" {\n    }\n}\n')
+    replies = tmp_path / "replies.yaml"
+    script = (
+        "- tasks: [{action: a, expected_result: a done}, {action: b, expected_result: b done}]\n"
+        "  progress_checklist_outcome: two\n"
+        "- list_todos: {}\n"
+        '  expect: \'"status": "in_progress"\'\n'
+        "- {evidence: did a, progress_execution_outcome: a ok}\n"
+        "- get_todo: {todo_id: todo_1}\n"
+        "  expect: 'a ok'\n"
+        "- {evidence: did b, progress_execution_outcome: b ok}\n"
+    )
+    replies.write_text(script)
+    result = run_cli("run", str(flow), "--agent", f"scripted:{replies}", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (run,) = _runs(tmp_path)
+    assert [e["type"] for e in read_journal(run)] == ["submit_tasks", "confirm", "confirm"]
+    replies.write_text(script.replace("expect: 'a ok'", "expect: 'c ok'"))
+    drifted = run_cli("run", str(flow), "--agent", f"scripted:{replies}", cwd=tmp_path)
+    assert drifted.returncode == 1 and "the script's get_todo expected 'c ok' in its answer" in drifted.stderr
 
 
 def test_resume_refuses_a_changed_definition_unless_accepted(tmp_path: Path) -> None:
@@ -306,10 +359,38 @@ def test_a_run_stopped_at_its_bound_on_turns_resumes_with_a_raised_bound(tmp_pat
     (run,) = _runs(tmp_path)
     listing = run_cli("status", "--json", cwd=tmp_path)
     assert json.loads(listing.stdout)[0]["status"] == "blocked"
+    assert f"`todoflow run --resume {run.name} --max-turns 2`" in first.stdout  # the real id (issue 26)
     hint = next(line for line in first.stderr.splitlines() if line.startswith("resume with: "))
-    resumed = run_cli(*hint.removeprefix("resume with: todoflow ").split(), "--max-turns", "3", cwd=tmp_path)
+    assert hint.endswith("--max-turns 2")
+    resumed = run_cli(*shlex.split(hint.removeprefix("resume with: todoflow ")), cwd=tmp_path)  # as pasted
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert [e["type"] for e in read_journal(run)][-2:] == ["raise_turns", "confirm"]
+
+
+def test_a_fresh_run_honours_and_records_max_turns(tmp_path: Path) -> None:
+    """Issue 26: `--max-turns` on a fresh run overrides the steps' bound; a resume keeps it."""
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    todo_task t "T" {\n        max_turns 1\n    }\n}\n')
+    replies = tmp_path / "replies.yaml"
+    replies.write_text(
+        "- tasks: [{action: a, expected_result: a done}, {action: b, expected_result: b done}, "
+        "{action: c, expected_result: c done}]\n"
+        "  progress_checklist_outcome: three\n"
+        "- {evidence: did a, progress_execution_outcome: a ok}\n"
+        "- {evidence: did b, progress_execution_outcome: b ok}\n"
+        "- {evidence: did c, progress_execution_outcome: c ok}\n"
+    )
+    first = run_cli("run", str(flow), "--agent", f"scripted:{replies}", "--max-turns", "2", cwd=tmp_path)
+    assert first.returncode == 3 and "has used all 2 of its orchestrator turns" in first.stdout
+    assert "note: each todo_task step may take 2 orchestrator turns" in first.stderr
+    (run,) = _runs(tmp_path)
+    assert json.loads((run / "run.json").read_text())["max_turns"] == 2
+    hint = next(line for line in first.stderr.splitlines() if line.startswith("resume with: "))
+    assert hint.endswith("--max-turns 4")
+    resumed = run_cli(*shlex.split(hint.removeprefix("resume with: todoflow ")), cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    zero = run_cli("run", str(flow), "--max-turns", "0", cwd=tmp_path)
+    assert zero.returncode == 2 and "a whole number of at least 1, not '0'" in zero.stderr
 
 
 def test_learnings_are_listed_shown_and_retired(tmp_path: Path) -> None:
@@ -325,6 +406,9 @@ def test_learnings_are_listed_shown_and_retired(tmp_path: Path) -> None:
     assert shown["sub_step_id"] == "site-builder" and shown["files"][0]["path"] == "site/index.html"
     retired = run_cli("learnings", "retire", first, *folder, cwd=tmp_path)
     assert retired.returncode == 0 and json.loads(retired.stdout)["status"] == "retired"
+    # issue 26: the record keeps when it was learned, and says when it was retired
+    assert json.loads(retired.stdout)["at"] == listed[0]["at"] and "retired_at" not in listed[0]
+    assert json.loads(retired.stdout)["retired_at"] > listed[0]["at"]
     again = json.loads(
         run_cli("learnings", "list", *folder, "--step", "site-builder", "--json", cwd=tmp_path).stdout
     )
@@ -484,3 +568,127 @@ def test_an_expected_file_that_is_a_link_out_of_the_workspace_does_not_count(tmp
     )
     assert result.returncode == 1
     assert "its expected file `out.txt` resolves outside the workspace" in result.stdout
+
+
+def test_a_person_has_the_todo_tools_at_the_work_prompt(tmp_path: Path) -> None:
+    """Issue 26: `create`, `update`, `list` and `show` at an orchestrated step's prompt,
+    refused by the engine's rules like any agent's call; a read journals nothing."""
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    todo_task t "T" {\n    }\n}\n')
+    typed = [
+        *("a => a done", "", "one"),
+        *("list", "show todo_1", "create Tag it :: git tag v2 exists"),
+        *("update todo_2 blocked waiting for review", "update todo_9 in_progress", "show todo_9", "list"),
+        *("did a", "ok", "quit"),
+    ]
+    result = run_cli("run", str(flow), "--agent", "human", stdin="\n".join(typed) + "\n", cwd=tmp_path)
+    assert result.returncode == 3, result.stdout + result.stderr
+    out = result.stdout
+    assert "`create <title> :: <description>`, `update <todo> <status> [notes]`, `list`, `show <todo>`" in out
+    assert "todo_1 [in_progress] a => a done" in out
+    assert "refused: there is no `todo_9`: the checklist holds todo_1 to todo_2" in out
+    assert "there is no `todo_9` in step `t`" in out
+    assert "todo_2 [blocked] Tag it => git tag v2 exists (waiting for review)" in out
+    (run,) = _runs(tmp_path)
+    assert [e["type"] for e in read_journal(run)] == ["submit_tasks", "create_todo", "update_todo", "confirm"]
+
+
+def test_resume_refuses_a_run_another_program_drives_unless_forced(tmp_path: Path) -> None:
+    """Issue 26: a second driver started silently; now it is told who drives the run."""
+    import socket
+
+    from todoflow.runtime.store.base import runs_at
+
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    regular a "A" {\n    }\n}\n')
+    assert run_cli("run", str(flow), "--agent", "human", stdin="", cwd=tmp_path).returncode == 3
+    (run,) = _runs(tmp_path)
+    runs = runs_at(tmp_path / ".todoflow" / "runs")
+    with runs.driving(run.name):  # this test's process drives it now
+        assert runs.driver(run.name) == f"pid {os.getpid()} on {socket.gethostname()}"
+        second = run_cli("run", "--resume", run.name, "--agent", "human", stdin="", cwd=tmp_path)
+        assert second.returncode == 1
+        assert f"run {run.name} is driven by pid {os.getpid()} on {socket.gethostname()}" in second.stderr
+        assert "--force" in second.stderr and "started" not in second.stderr
+        forced = run_cli("run", "--resume", run.name, "--agent", "human", "--force", stdin="", cwd=tmp_path)
+        assert forced.returncode == 3, forced.stderr
+    assert runs.driver(run.name) is None
+
+
+def test_runs_are_removed_by_name_or_age_never_while_driven(tmp_path: Path) -> None:
+    """Issue 26: `runs rm` and `runs prune`, a dry run unless --yes."""
+    from todoflow.runtime.store.base import runs_at
+
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    regular a "A" {\n    }\n}\n')
+    assert run_cli("run", str(flow), "--agent", "human", stdin="", cwd=tmp_path).returncode == 3
+    assert run_cli("run", str(flow), "--agent", "human", stdin="did it\nok\n", cwd=tmp_path).returncode == 0
+    states = {
+        r.name: json.loads(run_cli("status", r.name, "--json", cwd=tmp_path).stdout) for r in _runs(tmp_path)
+    }
+    stopped, complete = sorted(_runs(tmp_path), key=lambda r: states[r.name]["status"] == "complete")
+    meta = json.loads((stopped / "run.json").read_text())
+    (stopped / "run.json").write_text(json.dumps(meta | {"started_at": "2020-01-01T00:00:00.000Z"}))
+
+    dry = run_cli("runs", "prune", "--older-than", "30d", cwd=tmp_path)
+    assert dry.returncode == 0 and dry.stdout == f"would remove {stopped.name}  stopped\n"
+    assert "a dry run: pass --yes" in dry.stderr and stopped.exists()
+    runs = runs_at(tmp_path / ".todoflow" / "runs")
+    with runs.driving(stopped.name):
+        kept = run_cli("runs", "rm", stopped.name, "--yes", cwd=tmp_path)
+        assert (
+            kept.returncode == 1 and f"kept {stopped.name}: it is driven by pid {os.getpid()}" in kept.stderr
+        )
+    assert stopped.exists()
+    assert (
+        run_cli("runs", "prune", "--older-than", "30d", "--state", "complete", "--yes", cwd=tmp_path).stdout
+        == ""
+    )
+    pruned = run_cli("runs", "prune", "--older-than", "30d", "--state", "stopped", "--yes", cwd=tmp_path)
+    assert pruned.stdout == f"removed {stopped.name}  stopped\n" and not stopped.exists()
+    removed = run_cli("runs", "rm", complete.name, "--yes", cwd=tmp_path)
+    assert removed.stdout == f"removed {complete.name}  complete\n" and _runs(tmp_path) == []
+    unknown = run_cli("runs", "rm", "nope", cwd=tmp_path)
+    assert unknown.returncode == 1 and "no run nope in" in unknown.stderr
+    assert run_cli("runs", "prune", "--older-than", "soon", cwd=tmp_path).returncode == 2
+
+
+def test_a_failed_prevalidation_says_so_and_quit_says_stopped_once(tmp_path: Path) -> None:
+    """Issue 26, small things: the progress line names the prevalidation and the route."""
+    replies = ROOT / "examples" / "replies" / "orchestrated.yaml"
+    args = ["--workspace", str(tmp_path), "--learnings", str(tmp_path / "learnings")]
+    result = run_cli("run", str(ORCHESTRATED), "--agent", f"scripted:{replies}", *args, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (
+        "[publish] prevalidation failed for todo_1 (route build): `site/index.html` does not exist"
+        in result.stdout
+    )
+    assert "gave todo_1 back" not in result.stdout
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    regular a "A" {\n    }\n}\n')
+    quit_ = run_cli("run", str(flow), "--agent", "human", stdin="quit\n", cwd=tmp_path)
+    assert quit_.returncode == 3 and quit_.stdout.count("stopped") == 1, quit_.stdout
+
+
+def test_json_output_has_one_spelling_and_keeps_its_alias(tmp_path: Path) -> None:
+    """Issue 26 item 9: `--format json` on the run verbs, `--json` the same."""
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "W" {\n    regular a "A" {\n    }\n}\n')
+    assert run_cli("run", str(flow), "--agent", "human", stdin="did it\nok\n", cwd=tmp_path).returncode == 0
+    (run,) = _runs(tmp_path)
+    for verb in (["status"], ["status", run.name], ["log", run.name], ["learnings", "list"]):
+        spelled = run_cli(*verb, "--format", "json", cwd=tmp_path)
+        assert spelled.returncode == 0, spelled.stderr
+        assert json.loads(spelled.stdout) == json.loads(run_cli(*verb, "--json", cwd=tmp_path).stdout)
+    assert run_cli("status", "--format", "text", cwd=tmp_path).stdout.startswith(run.name)
+
+
+def test_a_compiled_plan_runs_under_its_workflow_title(tmp_path: Path) -> None:
+    """Issue 26, small things: the manifest beside plan.json names the workflow."""
+    flow = tmp_path / "flow.todoflow"
+    flow.write_text('workflow w "Weekly chores" {\n    regular a "A" {\n    }\n}\n')
+    assert run_cli("compile", str(flow), "-o", str(tmp_path / "out"), cwd=tmp_path).returncode == 0
+    result = run_cli("run", str(tmp_path / "out" / "plan.json"), "--agent", "human", stdin="", cwd=tmp_path)
+    assert result.returncode == 3 and result.stdout.startswith("Weekly chores — out-")
+    (run,) = _runs(tmp_path)
+    assert json.loads((run / "run.json").read_text())["title"] == "Weekly chores"

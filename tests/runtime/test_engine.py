@@ -232,6 +232,83 @@ def test_a_ready_checklist_is_passed_on_unchanged(tmp_path: Path) -> None:
     assert reopened.directive().state == after.state
 
 
+READY_WITH_CONSTRAINTS = (
+    'workflow w "W" {\n  todo_task t "T" {\n    tasks {\n'
+    '      a: "a" => "a is done"\n      b: "b" => "b is done"\n      "c" => "c is done"\n'
+    '      constraint "Careful" on a\n      constraint "Slowly" on b\n    }\n  }\n}\n'
+)
+
+
+def test_the_ready_checklist_passes_back_exactly_as_handed_out(tmp_path: Path) -> None:
+    """Issue 26: `ready_tasks` carries constraints, and sending it back verbatim is the
+    round trip the intake prompt asks for."""
+    engine, _ = start(tmp_path, READY_WITH_CONSTRAINTS)
+    directive = engine.directive()
+    handed = directive.to_json()["ready_tasks"]
+    assert handed[0]["constraints"] == ["Careful"]
+    after = engine.step(directive.attempt_id, {"tasks": handed, "progress_checklist_outcome": "three"})
+    assert after.role == "Task 1/3"
+    assert [t.constraints for t in after.state.tasks] == [("Careful",), ("Slowly",), ()]
+
+
+def test_constraints_that_differ_from_the_ready_list_are_refused_all_named(tmp_path: Path) -> None:
+    engine, store = start(tmp_path, READY_WITH_CONSTRAINTS)
+    handed = engine.directive().to_json()["ready_tasks"]
+    changed = [
+        {**handed[0], "constraints": ["Boldly"]},
+        {**handed[1], "constraints": []},
+        {**handed[2], "constraints": ["Invented"]},
+    ]
+    reason = _refusal(engine, {"tasks": changed, "progress_checklist_outcome": "x"}).reason
+    assert reason.startswith(
+        "tasks[0].constraints, tasks[1].constraints, tasks[2].constraints differ from the ready checklist's"
+    )
+    reworded = [{**t, "action": t["action"] + "!"} for t in handed]
+    assert _refusal(engine, {"tasks": reworded, "progress_checklist_outcome": "x"}).reason.startswith(
+        "tasks[0].action, tasks[1].action, tasks[2].action differ from the ready checklist"
+    )
+    assert store.entries() == []
+
+
+def test_an_agent_never_writes_constraints_of_its_own(tmp_path: Path) -> None:
+    engine, _ = start(tmp_path, CHECKLIST)
+    composed = {"tasks": [{"action": "a", "expected_result": "b", "constraints": ["Mine"]}]}
+    reason = _refusal(engine, {**composed, "progress_checklist_outcome": "x"}).reason
+    assert reason.startswith("tasks[0].constraints: a checklist the agent composes has no constraints")
+
+
+def test_a_revision_may_pass_back_the_constraints_a_task_keeps(tmp_path: Path) -> None:
+    engine, _ = start(tmp_path, READY_WITH_CONSTRAINTS)
+    handed = engine.directive().to_json()["ready_tasks"]
+    list(
+        walk(
+            engine,
+            [{"tasks": handed, "progress_checklist_outcome": "x"}, {"teleportTo": "teleport-revise-tasks"}],
+        )
+    )
+    listed = engine.directive().to_json()["tasks"]
+    revision = {"resume_from_task": 1, "progress_checklist_outcome": "x", "progress_execution_outcome": "y"}
+    moved = [listed[1], listed[0], listed[2]]  # moved tasks do not keep their constraints
+    reason = _refusal(engine, {**revision, "tasks": moved}).reason
+    assert reason.startswith(
+        "tasks[0].constraints, tasks[1].constraints differ from the ones these tasks keep"
+    )
+    after = engine.step(engine.directive().attempt_id, {**revision, "tasks": listed})
+    assert [t.constraints for t in after.state.tasks] == [("Careful",), ("Slowly",), ()]
+
+
+def test_a_refusal_names_every_offending_item_not_the_first_three(tmp_path: Path) -> None:
+    engine, _ = start(tmp_path, CHECKLIST)
+    items = [{"action": "a", "expected_result": "b", "id": n} for n in range(5)]
+    reason = _refusal(engine, {"tasks": items, "progress_checklist_outcome": "x"}).reason
+    assert reason == (
+        "`tasks[0].id`, `tasks[1].id`, `tasks[2].id`, `tasks[3].id`, `tasks[4].id` are not part of this reply"
+    )
+    empty = [{"action": "", "expected_result": "b"} for _ in range(4)]
+    reason = _refusal(engine, {"tasks": empty, "progress_checklist_outcome": "x"}).reason
+    assert reason.count("is empty") == 4 and "tasks[3].action is empty" in reason
+
+
 def test_evidence_lives_only_in_the_history(tmp_path: Path) -> None:
     engine, store = start(tmp_path, CHECKLIST)
     (tmp_path / "workspace" / "out.txt").write_text("done")
@@ -395,3 +472,28 @@ def test_repair_sees_an_entrys_events_cut_at_a_line_end(tmp_path: Path) -> None:
     assert reopened.repair() is True
     assert path.read_bytes() == whole
     assert reopened.repair() is False
+
+
+def test_a_refusal_at_work_lists_every_form_it_takes_the_todo_tools_too(tmp_path: Path) -> None:
+    engine, _ = start(tmp_path, CHECKLIST)
+    list(walk(engine, [intake("a", "b")]))
+    reason = _refusal(engine, {"mood": "fine"}).reason
+    assert reason == (
+        "`mood` is not part of a reply at work: it takes `evidence` and `progress_execution_outcome`, "
+        "or `teleportTo`, or a decision (`next_action`), or a todo tool (`create_todo`, `update_todo`, "
+        "`complete_todo`, `list_todos`, `get_todo`)"
+    )
+    read = _refusal(engine, {"list_todos": {}}).reason
+    assert read == "list_todos reads the todos and changes nothing: it is a tool of its own, not a reply"
+
+
+def test_a_task_a_revision_leaves_as_it_was_keeps_its_created_at(tmp_path: Path) -> None:
+    """Issue 26, small things: only the tasks a revision makes are created by it."""
+    engine, store = start(tmp_path, CHECKLIST)
+    list(walk(engine, [intake("a", "b", "c"), confirm(1)]))
+    step = store.plan.step("work")
+    before = {t["id"]: t for t in json.loads(todos(step, store.state()))["todos"]}
+    _revise(engine, tasks("a", "b", "C"), resume=2)
+    after = {t["id"]: t for t in json.loads(todos(step, store.state()))["todos"]}
+    assert after["todo_2"]["created_at"] == before["todo_2"]["created_at"]
+    assert after["todo_3"]["created_at"] > before["todo_3"]["created_at"]

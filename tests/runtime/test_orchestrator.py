@@ -221,7 +221,7 @@ def test_turns_are_bounded_and_the_bound_can_be_raised(tmp_path: Path) -> None:
     directive = engine.directive()
     assert directive.blocked == (
         "step `build` has used all 8 of its orchestrator turns (execution_max_turns 8); "
-        "raise the bound to go on: `todoflow run --resume PROCESS_ID --max-turns N`"
+        f"raise the bound to go on: `todoflow run --resume {engine.process_id} --max-turns 16`"
     )
     assert _refused(engine, confirm(1)) == directive.blocked
     raised = engine.raise_turns(directive.attempt_id, 10)

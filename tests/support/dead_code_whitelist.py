@@ -11,6 +11,7 @@ _.model_config  # every BaseModel's configuration
 _.assigned_agent, _.in_progress, _.objective  # compiler/formats.py: fields of the seed's todos.json
 _.teleportTo, _.next_action, _.completion_reason  # runtime/replies.py: reply fields, discriminators
 _.eligible  # compiler/formats.py: a field of `todoflow plan`'s JSON (DryRunLearnCode)
+_.retired_at  # runtime/learnings.py: a learning record's field, written to its JSON
 # mcp SDK: the argument model and the tool's published schema it reads
 _.model_dump_one_level
 _.arg_model

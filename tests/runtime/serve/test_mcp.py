@@ -107,6 +107,33 @@ async def test_tools_and_their_schemas(tmp_path: Path) -> None:
         assert evidence["maxLength"] == 500 and evidence["description"]
         task = tools["step"].input_schema["properties"]["tasks"]
         assert task["maxItems"] == 100 and task["items"]["properties"]["action"]["maxLength"] == 1000
+        # issue 26: a title on each tool, the reads marked read-only, the served workflow ids
+        assert all(t.title and t.annotations and t.annotations.title == t.title for t in tools.values())
+        read_only = {name for name, t in tools.items() if t.annotations and t.annotations.read_only_hint}
+        assert read_only == {"status", "list_todos", "get_todo"}
+        assert tools["start"].input_schema["properties"]["workflowId"]["enum"] == [
+            "moira/todo-list",
+            "todo-list",
+        ]
+        card = await call(session, "status")
+        assert "processId" not in card or isinstance(card["processId"], str)
+
+
+async def test_the_server_says_its_version_and_one_spelling_of_the_process_id(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "todoflow", "serve", "--run-dir", str(tmp_path / "runs")],
+        cwd=str(tmp_path),
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        initialized = await session.initialize()
+        assert initialized.server_info.version == version("todoflow") != ""
+        directive = await begin(session, workflowId="todo-list", tasks=READY)
+        card = await call(session, "status", processId=directive["processId"])
+        assert card["processId"] == directive["processId"] and "process_id" not in card
 
 
 async def test_a_full_run_with_a_ready_list(tmp_path: Path) -> None:
@@ -136,6 +163,38 @@ async def test_a_full_run_with_a_ready_list(tmp_path: Path) -> None:
         assert directive == {"processId": process, "completed": True, "result": {}}
     listing = json.loads((tmp_path / "runs" / process / "run.json").read_text())
     assert listing["parent_execution_id"] == "none"
+
+
+async def test_the_ready_checklist_round_trips_verbatim_through_the_official_client(tmp_path: Path) -> None:
+    """Issue 26: the intake prompt says to pass `ready_tasks` on unchanged; sending exactly
+    that, constraints and all, is accepted; constraints that differ are refused, each named."""
+    ready = [
+        {**READY[0], "constraints": ["Link every PR"]},
+        READY[1],
+        {**READY[2], "constraints": ["Only after the wheel is out", "Mention the changelog"]},
+    ]
+    async with serve(tmp_path) as session:
+        directive = await begin(session, workflowId="todo-list", tasks=ready)
+        handed = directive["ready_tasks"]
+        assert [t.get("constraints") for t in handed] == [
+            None,
+            ["Link every PR"],
+            ["Only after the wheel is out", "Mention the changelog"],
+        ]
+        changed = [{**t, "constraints": ["Mine"]} for t in handed]
+        reason = await refused(
+            session,
+            "step",
+            processId=directive["processId"],
+            attemptId=directive["attemptId"],
+            tasks=changed,
+            progress_checklist_outcome="x",
+        )
+        assert "tasks[0].constraints, tasks[1].constraints, tasks[2].constraints differ" in reason
+        directive = await answer(session, directive, tasks=handed, progress_checklist_outcome="three")
+        assert directive["role"] == "Task 1/3"
+        directive = await answer(session, directive, **confirm(1))
+        assert directive["task"]["constraints"] == ["Link every PR"]  # the plan kept them
 
 
 async def test_a_list_the_agent_composes_and_a_revision_that_keeps_the_prefix(tmp_path: Path) -> None:

@@ -211,3 +211,43 @@ def test_a_location_that_can_take_a_step_says_it_is_ready(where: Path | str, tmp
     """`serve --http`'s /readyz asks this: a writable folder, a database at the current schema."""
     _start(where, tmp_path).close()
     assert runs_at(where).ready() is None
+
+
+def test_who_drives_a_run_is_named_while_it_does(where: Path | str, tmp_path: Path) -> None:
+    """Issue 26: `run --resume` names the program that drives a run (`pid N on HOST`)."""
+    import os
+    import socket
+
+    with _start(where, tmp_path) as engine:
+        runs = runs_at(where)
+        assert runs.driver(engine.process_id) is None
+        with runs.driving(engine.process_id):
+            assert runs.driver(engine.process_id) == f"pid {os.getpid()} on {socket.gethostname()}"
+        assert runs.driver(engine.process_id) is None
+
+
+def test_a_run_started_with_a_bound_on_turns_keeps_it(where: Path | str, tmp_path: Path) -> None:
+    """Issue 26: `run --max-turns` on a fresh run is recorded and every todo_task step's."""
+    definition = from_source(ROUTED, "flow.todoflow").or_raise()
+    (tmp_path / "workspace").mkdir()
+    with process.start(definition, where, workspace=tmp_path / "workspace", max_turns=3) as engine:
+        pid = engine.process_id
+    engine, _ = process.open_process(where, pid)
+    with engine:
+        assert engine.plan.step("build").configs.execution_max_turns == 3
+        assert runs_at(where).read_meta(pid).max_turns == 3
+
+
+def test_a_removed_run_is_gone_and_others_stay(where: Path | str, tmp_path: Path) -> None:
+    """Issue 26: `todoflow runs rm` on every store."""
+    from todoflow.runtime.store.base import StoreError
+
+    _start(where, tmp_path).close()
+    _start(where, tmp_path, pid="p-2").close()
+    runs = runs_at(where)
+    runs.remove("p-1")
+    assert [pid for pid, _ in runs.metas()] == ["p-2"]
+    with pytest.raises(StoreError, match="no run `p-1`"):
+        runs.remove("p-1")
+    with _open(where, "p-2") as engine:
+        assert engine.directive().node == "intake"

@@ -220,7 +220,7 @@ def test_a_lowered_bound_of_turns_refuses_the_turn_past_it(example_runs: Runs, t
     assert report["verdict"] == "compatible with refusals" and refused["type"] == "delegate"
     assert refused["reason"] == (
         "step `publish` has used all 3 of its orchestrator turns (execution_max_turns 3); "
-        "raise the bound to go on: `todoflow run --resume PROCESS_ID --max-turns N`"
+        f"raise the bound to go on: `todoflow run --resume {run.process_id} --max-turns 6`"
     )
     assert report["stands"]["status"] == "blocked"
 

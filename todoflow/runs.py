@@ -442,11 +442,12 @@ def plan(args: argparse.Namespace) -> int:
         mcp, failed = mcp_tools(Path(definition.source).parent, _config_file(args))
         problems += failed
     workspace = Path(args.workspace)
+    learnings = default_learnings(definition, workspace)
     setting = Setting(
         args.agent or "human",
         workspace,
         _store_shown(where(args)),
-        Path(args.learnings) if args.learnings else _relative(default_learnings(definition, workspace)),
+        Path(args.learnings) if args.learnings else _as_typed(learnings, args.file),
         checked.llms,
         checked.shell,
         mcp,
@@ -926,9 +927,11 @@ def _shown(location: Path | str, process_id: str) -> str:
     return f"in {runs_at(location).location}"
 
 
-def _relative(path: Path) -> Path:
-    """`path` from the working folder when it is below it (as a person would type it)."""
-    return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+def _as_typed(learnings: Path, typed: str) -> Path:
+    """The default learnings folder as a person would type it: beside the workflow as its
+    path was given (`examples/learnings`), when that is where it is."""
+    given = Path(typed)
+    return given.parent / learnings.name if given.resolve().parent == learnings.parent else learnings
 
 
 def _store_shown(location: Path | str) -> str:

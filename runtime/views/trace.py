@@ -26,7 +26,16 @@ from typing import Any
 
 from todoflow.dsl.nodes import node
 
-from ..entries import ORCHESTRATOR, Delegate, Entry, LlmCall, SubAgentDone, SubAgentFailed, to_json
+from ..entries import (
+    ORCHESTRATOR,
+    Delegate,
+    Entry,
+    LlmCall,
+    SubAgentDone,
+    SubAgentFailed,
+    ToolCalled,
+    to_json,
+)
 from ..plan import RunPlan
 from ..state import Applied, ProcessState, initial_state, replay
 from .log import iteration_of
@@ -121,9 +130,12 @@ class Spans:
         ended = self._begin_step(before, at)
         assert self.step is not None
         turn = self._turn(iteration_of(before, settled, entry), at, ended)
-        if isinstance(entry, LlmCall):
+        if isinstance(entry, LlmCall | ToolCalled):  # under the delegation of the sub-agent that made it
             parent = self.delegation if self.delegation is not None and entry.agent != ORCHESTRATOR else turn
-            ended.append(self._model_call(entry, parent.span_id, at, before))
+            if isinstance(entry, LlmCall):
+                ended.append(self._model_call(entry, parent.span_id, at, before))
+            else:
+                ended.append(self._tool_call(entry, parent.span_id, at))
         elif isinstance(entry, Delegate):
             self.delegation = _Open(
                 f"delegate todo_{entry.position} to {entry.agent}",
@@ -194,6 +206,31 @@ class Spans:
         start = at - entry.latency_ms * 1_000_000
         span_id = _span_id(self.process_id, entry.seq)
         return Span(f"chat {entry.model_id}", span_id, parent, start, at, attributes)
+
+    def _tool_call(self, entry: ToolCalled, parent: str, at: int) -> Span:
+        """A tool call beside the decisions (GenAI's `execute_tool`): what the audit holds,
+        the command line only with content (it may say what the work is)."""
+        attributes: Attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": entry.tool,
+            "todoflow.agent": entry.agent,
+            "todoflow.tool.arguments_bytes": entry.arguments_bytes,
+            "todoflow.tool.result_bytes": entry.result_bytes,
+            "todoflow.tool.refused": entry.refused,
+        }
+        if entry.todo is not None:
+            attributes["todoflow.todo_id"] = entry.todo
+        if entry.file is not None:
+            attributes["todoflow.tool.file"] = entry.file
+        if entry.exit_code is not None:
+            attributes["todoflow.tool.exit_code"] = entry.exit_code
+        if self.content and entry.command is not None:
+            attributes["todoflow.tool.command"] = entry.command
+        start = at - entry.duration_ms * 1_000_000
+        span_id = _span_id(self.process_id, entry.seq)
+        return Span(
+            f"execute_tool {entry.tool}", span_id, parent, start, at, attributes, failed=entry.refused
+        )
 
     def _prompt(self, state: ProcessState) -> str:
         """The prompt the agent read at `state`, rendered again (the engine is deterministic)."""

@@ -20,7 +20,7 @@ from todoflow.runtime import process
 from todoflow.runtime.agents.driver import drive
 from todoflow.runtime.agents.scripted import ScriptedAgent
 from todoflow.runtime.agents.tracing import LiveTrace
-from todoflow.runtime.llm_choice import Usage
+from todoflow.runtime.llm_choice import ToolUse, Usage
 from todoflow.runtime.plan import Llm
 from todoflow.runtime.views.trace import otlp_json, run_spans, trace_id
 
@@ -106,6 +106,41 @@ def test_model_calls_follow_the_genai_conventions_and_carry_text_only_when_asked
     with_text = run_spans(engine.plan, engine.process_id, store.started_at, entries, content=True)
     prompt = next(span for span in with_text if span.name.startswith("chat")).attributes["gen_ai.prompt"]
     assert isinstance(prompt, str) and "Do the work." in prompt  # the intake's prompt, rendered again
+    engine.close()
+
+
+def test_tool_calls_are_execute_tool_spans_with_their_command_only_when_asked(tmp_path: Path) -> None:
+    engine, store = start(tmp_path, CHECKLIST)
+    write = ToolUse("orchestrator", "write_file", "todo_1", "ab" * 32, 40, 12, 3, False, {"file": "a.txt"})
+    shell = ToolUse(
+        "orchestrator",
+        "run_command",
+        "todo_1",
+        "cd" * 32,
+        30,
+        9,
+        250,
+        False,
+        {"command": "make", "exit_code": 2},
+    )
+    directive = engine.step(engine.directive().attempt_id, intake("a"))
+    engine.step(directive.attempt_id, confirm(1), usage=[write, shell])
+    entries = store.entries()
+    plain = run_spans(engine.plan, engine.process_id, store.started_at, entries)
+    tools = {span.name: span for span in plain if span.name.startswith("execute_tool ")}
+    assert set(tools) == {"execute_tool write_file", "execute_tool run_command"}
+    ran = dict(tools["execute_tool run_command"].attributes)
+    assert ran["gen_ai.operation.name"] == "execute_tool" and ran["gen_ai.tool.name"] == "run_command"
+    assert ran["todoflow.tool.exit_code"] == 2 and "todoflow.tool.command" not in ran
+    assert (
+        tools["execute_tool run_command"].end_ns - tools["execute_tool run_command"].start_ns == 250_000_000
+    )
+    assert dict(tools["execute_tool write_file"].attributes)["todoflow.tool.file"] == "a.txt"
+    turn = next(span for span in plain if span.name == "turn 1")
+    assert all(span.parent_id == turn.span_id for span in tools.values())
+    with_text = run_spans(engine.plan, engine.process_id, store.started_at, entries, content=True)
+    said = next(span for span in with_text if span.name == "execute_tool run_command").attributes
+    assert said["todoflow.tool.command"] == "make"
     engine.close()
 
 

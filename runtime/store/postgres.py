@@ -352,14 +352,7 @@ class PgRuns:
     def load(self, process_id: str) -> OpenRun:
         """The run's meta, and its plan: built once per process for the plan files' sha256 the
         run recorded (their texts are read only when it is not built yet)."""
-        row = self.read(
-            lambda c: c.execute(
-                "SELECT meta::text FROM todoflow_processes WHERE process_id = %s", (process_id,)
-            ).fetchone()
-        )
-        if row is None:
-            raise StoreError(self._no_run(process_id))
-        meta = _meta(process_id, row[0])
+        meta = self.read_meta(process_id)
         key = meta.plan_sha256 and (meta.plan_sha256, meta.goal, meta.workflow_id, meta.title, meta.max_turns)
         plan = kept_plan(key or None, lambda: self._plan(meta))
         store = PgStore(self, meta.process_id, plan, meta.started_at, self._learnings, meta.source_sha256)

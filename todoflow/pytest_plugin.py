@@ -239,12 +239,16 @@ def todoflow_paths(*flows: str | Path, max_revisions: int = 1, step: str | None 
     argument `todoflow_path`; each is walked through the engine before the test's body.
     `step`: one step's paths only; `max_revisions`: the revise teleports a path takes."""
     here = Path(sys._getframe(1).f_globals.get("__file__", "x")).resolve().parent  # the test module's
-    found = [_beside(Path(flow), here, Path.cwd()) for flow in flows]
-    cases = [case for flow in found for case in _path_cases(flow, len(flows) > 1, max_revisions, step)]
+    found = [(_beside(Path(flow), here, Path.cwd()), Path(flow)) for flow in flows]  # read, and shown
+    several = len(flows) > 1
+    cases = [case for flow, shown in found for case in _path_cases(flow, shown, several, max_revisions, step)]
     return pytest.mark.parametrize("todoflow_path", cases, ids=[case.id for case in cases])
 
 
-def _path_cases(flow: Path, several: bool, max_revisions: int, step: str | None) -> list[PathCase]:
+def _path_cases(
+    flow: Path, shown: Path, several: bool, max_revisions: int, step: str | None
+) -> list[PathCase]:
+    """The paths of `flow`, named in failures as the test names it (`shown`)."""
     from todoflow.compiler.analysis import analyze_file
     from todoflow.compiler.machine import workflow_machine
     from todoflow.compiler.paths import flow_paths
@@ -253,23 +257,25 @@ def _path_cases(flow: Path, several: bool, max_revisions: int, step: str | None)
 
     prefix = f"{flow.stem}:" if several else ""
     try:
-        analysis = analyze_file(flow, str(flow))
+        analysis = analyze_file(flow, str(shown))
     except OSError as error:
-        return [PathCase(flow, f"{prefix}no-paths", f"cannot read {flow}: {error.strerror or error}")]
+        return [PathCase(shown, f"{prefix}no-paths", f"cannot read {shown}: {error.strerror or error}")]
     workflow = analysis.workflow
     definition = None if workflow is None else read_definition(flow).definition  # once per flow
     if workflow is None or definition is None or has_errors(analysis.diagnostics):
-        problem = f"{flow} does not compile:\n" + render_all(analysis.diagnostics, analysis.sources)
-        return [PathCase(flow, f"{prefix}no-paths", problem)]
+        problem = f"{shown} does not compile:\n" + render_all(analysis.diagnostics, analysis.sources)
+        return [PathCase(shown, f"{prefix}no-paths", problem)]
     paths = flow_paths(workflow, workflow_machine(workflow), max_revisions)
     graphs = [g for g in paths.graphs if step is None or g.step_id == step]
     if not graphs:
         known = ", ".join(g.step_id for g in paths.graphs)
         return [
-            PathCase(flow, f"{prefix}no-paths", f"{flow}: no step `{step}` runs; the steps that run: {known}")
+            PathCase(
+                shown, f"{prefix}no-paths", f"{shown}: no step `{step}` runs; the steps that run: {known}"
+            )
         ]
     return [
-        PathCase(flow, prefix + path.id, walks=_Walks(definition, paths, path))
+        PathCase(shown, prefix + path.id, walks=_Walks(definition, paths, path))
         for graph in graphs
         for path in graph.paths
     ]

@@ -166,6 +166,13 @@ class WorkspaceTools:
     def file(self, name: str) -> Path | str:
         return workspace_file(self.root, name)
 
+    def existing(self, name: str) -> Path | str:
+        """A confined workspace file that is there, or why not (a read or an edit needs one)."""
+        path = self.file(name)
+        if isinstance(path, Path) and not path.exists():
+            return f"`{name}` does not exist in the workspace"
+        return path
+
     def relative(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
 
@@ -186,11 +193,9 @@ def _invalid(error: ValidationError) -> str:
 
 
 def _read_file(tools: WorkspaceTools, call: ReadFile, deadline: float) -> ToolOutcome:
-    path = tools.file(call.path)
+    path = tools.existing(call.path)
     if isinstance(path, str):
         return _refused(path)
-    if not path.exists():
-        return _refused(f"`{call.path}` does not exist in the workspace")
     bounds = tools.bounds
     with path.open("rb") as handle:
         if b"\0" in handle.read(8192):
@@ -240,11 +245,9 @@ def _write_file(tools: WorkspaceTools, call: WriteFile, deadline: float) -> Tool
 
 
 def _edit_file(tools: WorkspaceTools, call: EditFile, deadline: float) -> ToolOutcome:
-    path = tools.file(call.path)
+    path = tools.existing(call.path)
     if isinstance(path, str):
         return _refused(path)
-    if not path.exists():
-        return _refused(f"`{call.path}` does not exist in the workspace")
     if path.stat().st_size > tools.bounds.write_bytes:
         return _refused(f"`{call.path}` is over {tools.bounds.write_bytes:,} bytes; rewrite it in parts")
     try:

@@ -7,6 +7,7 @@ instance killed while its script runs leaves an attempt the others fail once its
 from __future__ import annotations
 
 import shutil
+import textwrap
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,9 @@ from todoflow.runtime.entries import Delegate, Entry, FastPathFailed, FastPathSt
 from todoflow.runtime.store.base import runs_at
 
 from ...conftest import ROOT
-from .test_http import Server, http_server
+from .test_http import Server, client, http_server
 from .test_http_postgres import _on
+from .test_mcp import refused
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 EXPORTS = "abc"
@@ -41,9 +43,15 @@ def _instances(stack: ExitStack, folder: Path, pg_url: str) -> list[Server]:
     return [stack.enter_context(http_server(folder, *options)) for _ in range(3)]
 
 
-async def _start(url: str, then: str) -> dict[str, Any]:
-    prepared = await _on(url, "start", action="prepare", workflowId="convert", parentExecutionId="none")
-    return await _on(then, "start", action="execute", startAttemptId=prepared["startAttemptId"])
+async def _started(urls: list[str], **prepare: Any) -> dict[str, Any]:
+    """The run prepared on instance 0 and executed on instance 1, whose script it runs:
+    its first delegation."""
+    prepared = await _on(
+        urls[0], "start", action="prepare", workflowId="convert", parentExecutionId="none", **prepare
+    )
+    directive = await _on(urls[1], "start", action="execute", startAttemptId=prepared["startAttemptId"])
+    assert directive["node"] == "delegated" and directive["fastPath"] == "running", directive
+    return directive
 
 
 async def _convert(url: str, folder: Path, directive: dict[str, Any], done: int) -> dict[str, Any]:
@@ -68,9 +76,10 @@ async def test_a_learn_code_step_completes_by_the_fast_path_answered_through_oth
     with ExitStack() as stack:
         servers = _instances(stack, tmp_path, pg_url)
         urls = [server.url for server in servers]
-        directive = await _start(urls[0], urls[1])  # the script runs on instance 1
+        directive = await _started(urls)
         for done, url in enumerate([urls[2], urls[0], urls[2]]):  # every answer through another
-            assert directive["node"] == "delegated" and directive["fastPath"] == "running", directive
+            if done:  # the answering instance returned the script's next delegation
+                assert directive["node"] == "delegated" and directive["fastPath"] == "running", directive
             directive = await _convert(url, tmp_path, directive, done)
         assert directive["completed"] is True and "fastPath" not in directive
     pid = directive["processId"]
@@ -90,10 +99,7 @@ async def test_an_instance_killed_while_its_script_runs_loses_the_attempt_to_the
 ) -> None:
     with ExitStack() as stack:
         servers = _instances(stack, tmp_path, pg_url)
-        urls = [server.url for server in servers]
-        directive = await _start(urls[0], urls[1])
-        assert directive["node"] == "delegated"  # the script waits for this answer on instance 1
-        pid = directive["processId"]
+        pid = (await _started(urls := [server.url for server in servers]))["processId"]
         # Killed and not reaped: to this machine its pid still exists, as a process of another
         # machine would; only its lease in the database says that nobody runs the script.
         servers[1].process.kill()
@@ -112,3 +118,31 @@ async def test_an_instance_killed_while_its_script_runs_loses_the_attempt_to_the
     assert [entry.reason for entry in failed] == [
         "the fast path was interrupted (the run stopped while it ran)"
     ]
+
+
+ONE_THEN_FAIL = textwrap.dedent(
+    """\
+    import json, os, sys, urllib.request
+    body = {"route_id": "convert", "todo_id": "todo_1", "instructions": "Convert exports/a.json."}
+    headers = {"Authorization": "Bearer " + os.environ["MCP_API_TOKEN"]}
+    url = os.environ["MCP_API_URL"] + "/tools/custom/call_sub_agent"
+    urllib.request.urlopen(urllib.request.Request(url, json.dumps(body).encode(), headers)).read()
+    sys.exit(3)
+    """
+)
+
+
+async def test_fast_path_only_a_failed_attempt_is_the_error_of_the_call_on_another_instance(
+    tmp_path: Path, pg_url: str
+) -> None:
+    with ExitStack() as stack:
+        servers = _instances(stack, tmp_path, pg_url)
+        (tmp_path / "learnings" / "convert-all" / "main.py").write_text(ONE_THEN_FAIL)
+        directive = await _started(urls := [server.url for server in servers], fastPathOnly=True)
+        reply = {"evidence": "csv/a.csv has 1 row", "progress_execution_outcome": "a converted"}
+        async with client(urls[2], token=None) as session:
+            text = await refused(
+                session, "step", processId=directive["processId"], attemptId=directive["attemptId"], **reply
+            )
+    assert "fast_path_only: the fast path of step `convert-all` failed: main.py exited with 3" in text
+    assert f"run `{directive['processId']}` is kept" in text

@@ -6,6 +6,7 @@ server process of each, through the official client, in one run, interleaved.
 
 from __future__ import annotations
 
+import random
 import re
 import statistics
 import subprocess
@@ -13,10 +14,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -33,11 +34,18 @@ async def over_stdio(runs: Path) -> AsyncIterator[ClientSession]:
         yield session
 
 
-@asynccontextmanager
-async def over_http(runs: Path) -> AsyncIterator[ClientSession]:
-    server = subprocess.Popen(
-        [*SERVE, "--run-dir", str(runs), "--http", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True
-    )
+class Served(NamedTuple):
+    """A server process: its URL, its pid, and its access log's lines so far."""
+
+    url: str
+    pid: int
+    log: list[str]
+
+
+@contextmanager
+def served(*options: str) -> Iterator[Served]:
+    """A `todoflow serve --http 127.0.0.1:0` process with `options`."""
+    server = subprocess.Popen([*SERVE, *options, "--http", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True)
     assert server.stderr is not None
     url = None
     while url is None:
@@ -45,21 +53,39 @@ async def over_http(runs: Path) -> AsyncIterator[ClientSession]:
         assert line, "the HTTP server did not start"
         found = re.search(r"MCP over HTTP at (\S+)", line)
         url = found.group(1) if found else None
-    drain = threading.Thread(target=lambda: [None for _ in server.stderr or ()], daemon=True)
-    drain.start()  # the access log read away: a full pipe would stop the server
+    log: list[str] = []
+    drain = threading.Thread(target=lambda: log.extend(server.stderr or ()), daemon=True)
+    drain.start()  # the access log read all along: a full pipe would stop the server
     try:
-        async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            yield session
+        yield Served(url, server.pid, log)
     finally:
         server.terminate()
         server.wait()
 
 
-async def walk(session: ClientSession, steps: int) -> Callable[[], Awaitable[float]]:
-    """A run of `steps` tasks past its intake; each call of the result confirms one, timed."""
+@asynccontextmanager
+async def session_at(url: str) -> AsyncIterator[ClientSession]:
+    """The official client's session with a server over Streamable HTTP."""
+    async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+@asynccontextmanager
+async def over_http(runs: Path) -> AsyncIterator[ClientSession]:
+    with served("--run-dir", str(runs)) as server:
+        async with session_at(server.url) as session:
+            yield session
+
+
+async def walk(
+    sessions: Sequence[ClientSession], steps: int, pick: random.Random | None = None
+) -> Callable[[], Awaitable[float]]:
+    """A run of `steps` tasks past its intake; each call of the result confirms one, timed.
+    Each call goes to one of `sessions`, picked at random by `pick` (default: the first)."""
 
     async def call(tool: str, **arguments: Any) -> dict[str, Any]:
+        session = pick.choice(sessions) if pick else sessions[0]
         result = await session.call_tool(tool, arguments)
         assert not result.is_error and result.structured_content is not None, result.content
         return result.structured_content
@@ -86,7 +112,7 @@ async def main(steps: int) -> None:
         async with AsyncExitStack() as stack:
             stdio = await stack.enter_async_context(over_stdio(Path(scratch) / "stdio"))
             http = await stack.enter_async_context(over_http(Path(scratch) / "http"))
-            by_stdio, by_http = await walk(stdio, steps), await walk(http, steps)
+            by_stdio, by_http = await walk([stdio], steps), await walk([http], steps)
             timed: dict[str, list[float]] = {"stdio": [], "http": []}
             for _ in range(steps):  # interleaved: the machine's load falls on both alike
                 timed["stdio"].append(await by_stdio())

@@ -141,6 +141,7 @@ def interrupted(engine: Engine, step: RunStep) -> None:
 def abandoned(engine: Engine, here: bool) -> bool:
     """Whether the fast path the run's journal says is running has nobody running it: it
     was started by this process and is not `here` (running on one of its threads), by a
+    program whose lease on a shared store has ended (its database presence), by a
     process of this machine that has ended, or elsewhere longer ago than a script may run."""
     started = _started(engine)
     if started is None or started.runner is None:
@@ -148,6 +149,9 @@ def abandoned(engine: Engine, here: bool) -> bool:
     pid = started.runner.rpartition(":")[2]
     if started.runner == RUNNER:
         return not here
+    alive = engine.store.alive(started.runner)
+    if alive is not None:
+        return not alive
     if _here(started.runner):
         try:
             os.kill(int(pid), 0)
@@ -161,6 +165,17 @@ def abandoned(engine: Engine, here: bool) -> bool:
     except ValueError:
         return True
     return age > TIMEOUT + 60  # by then the script was stopped, wherever it ran
+
+
+def only_failed(step_id: str, reason: str) -> FastPathError:
+    """`fast_path_only`: the error of an attempt that failed."""
+    return FastPathError(f"fast_path_only: the fast path of step `{step_id}` failed: {reason}")
+
+
+def last_failure(engine: Engine) -> FastPathError | None:
+    """`fast_path_only`: the error of the attempt the journal failed last, if any."""
+    failed = next((e for e in reversed(engine.store.entries()) if isinstance(e, FastPathFailed)), None)
+    return None if failed is None else only_failed(failed.step, failed.reason)
 
 
 def _started(engine: Engine) -> FastPathStarted | None:
@@ -221,7 +236,7 @@ def run(
         lambda seq, at: FastPathFailed(seq=seq, at=at, by="driver", step=step.id, reason=reason),
     )
     if fast_path_only:
-        raise FastPathError(f"fast_path_only: the fast path of step `{step.id}` failed: {reason}")
+        raise only_failed(step.id, reason)
     out.write(f"[{step.id}] learn_code failed ({reason}); the orchestrator starts the step afresh\n")
     return False
 

@@ -8,6 +8,14 @@ or ended, or after `WAIT` seconds with the directive as it stands and `fastPath:
 running` (the client asks again with `status`). The engine refuses orchestrator
 decisions from anyone but the script while the fast path runs, so the client cannot
 take over the step by mistake.
+
+Over a shared store (a database) the client's next call may reach another instance:
+the delegation is the run's directive in the store, so that instance accepts the
+answer, and both sides learn of each other's steps from the store's notifications
+(`_Watch`): the script's instance that its delegation was answered, the answering one
+(`elsewhere`) that the script delegated again or ended. The script's start journals
+its runner, whose database presence is the attempt's lease: an instance that finds the
+lease gone fails the attempt (`fast_path.due`), as a resume does.
 """
 
 from __future__ import annotations
@@ -24,9 +32,11 @@ from ..agents import fast_path
 from ..directive import Directive
 from ..engine import Engine
 from ..plan import RunStep
+from ..store.base import Runs, StoreError
 
 WAIT = 20.0  # seconds a call waits for the script's next delegation
 STOP_WAIT = 10.0  # seconds closing waits for a stopped script's failure to be journaled
+POLL = 1.0  # seconds between looks at the store while its notifications are out of reach
 
 log = logging.getLogger("todoflow.fast_path")
 
@@ -34,7 +44,11 @@ log = logging.getLogger("todoflow.fast_path")
 class Handoff:
     """One fast path attempt of one run, between the script's thread and the client's calls."""
 
-    def __init__(self, engine: Engine, step: RunStep, pin: AbstractContextManager[object]) -> None:
+    def __init__(
+        self, engine: Engine, step: RunStep, pin: AbstractContextManager[object], runs: Runs | None
+    ) -> None:
+        """`runs`: the shared store whose notifications bring other instances' answers
+        (None: every answer comes through this server)."""
         self.engine, self.step = engine, step
         self.changed = threading.Condition()
         self.ended = False
@@ -42,6 +56,8 @@ class Handoff:
         self._cancel = threading.Event()
         self._pins = contextlib.ExitStack()
         self._pins.enter_context(pin)  # the run stays open while its script runs
+        if runs is not None:
+            self._pins.enter_context(_Watch(runs, engine.process_id, self.changed))
         self._thread = threading.Thread(target=self._run, name=f"fast-path {engine.process_id}", daemon=True)
         self._thread.start()
 
@@ -105,12 +121,21 @@ class Handoffs:
         self._lock = threading.Lock()
 
     def get(self, process_id: str) -> Handoff | None:
+        """The run's fast path on this server; over a shared store only while it runs (its
+        end is in the store, where whichever instance the next call reaches reads it)."""
         with self._lock:
-            return self._running.get(process_id)
+            handoff = self._running.get(process_id)
+            if handoff is not None and handoff.ended and handoff.engine.store.shared:
+                del self._running[process_id]
+                return None
+            return handoff
 
-    def begin(self, engine: Engine, step: RunStep, pin: AbstractContextManager[object]) -> Handoff:
+    def begin(
+        self, engine: Engine, step: RunStep, pin: AbstractContextManager[object], runs: Runs
+    ) -> Handoff:
         with self._lock:
-            handoff = self._running[engine.process_id] = Handoff(engine, step, pin)
+            watched = runs if engine.store.shared else None
+            handoff = self._running[engine.process_id] = Handoff(engine, step, pin, watched)
             return handoff
 
     def end(self, handoff: Handoff) -> None:
@@ -123,3 +148,57 @@ class Handoffs:
             running, self._running = list(self._running.values()), {}
         for handoff in running:
             handoff.stop()
+
+
+def elsewhere(engine: Engine, runs: Runs, seconds: float | None = None) -> Directive:
+    """A fast path another instance runs, over a shared store: the directive once its
+    script has a delegation out, its attempt has ended or its runner's lease is gone, or
+    after `seconds` (default `WAIT`) as it then stands."""
+    changed = threading.Condition()
+    with _Watch(runs, engine.process_id, changed), changed:
+        changed.wait_for(lambda: _settled(engine), timeout=WAIT if seconds is None else seconds)
+    return engine.directive()
+
+
+def _settled(engine: Engine) -> bool:
+    directive = engine.directive()
+    if directive.node == "delegated" or directive.state.fast_path != "running":
+        return True
+    return fast_path.abandoned(engine, here=False)
+
+
+class _Watch:
+    """While open, wakes `changed` whenever the run's journal may have grown: at the
+    store's notifications (another instance's step), or every `POLL` seconds while they
+    are out of reach. Opening returns once it listens, so no later step goes unnoticed."""
+
+    def __init__(self, runs: Runs, process_id: str, changed: threading.Condition) -> None:
+        self._runs, self._process_id, self._changed = runs, process_id, changed
+        self._closed = threading.Event()
+        self._listening = threading.Event()
+        self._thread = threading.Thread(target=self._listen, name=f"watch {process_id}", daemon=True)
+
+    def __enter__(self) -> _Watch:
+        self._thread.start()
+        self._listening.wait(WAIT)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._closed.set()  # the thread ends at its next wake; a daemon, nothing waits for it
+
+    def _listen(self) -> None:
+        while not self._closed.is_set():
+            try:
+                for _ in self._runs.changes(self._process_id, 0):  # its connection ends with the loop
+                    self._wake()
+                    if self._closed.is_set():
+                        return
+            except StoreError as error:
+                log.warning("run %s: %s; looking every %g s instead", self._process_id, error, POLL)
+            self._wake()
+            self._closed.wait(POLL)
+
+    def _wake(self) -> None:
+        self._listening.set()
+        with self._changed:
+            self._changed.notify_all()

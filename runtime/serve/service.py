@@ -37,7 +37,7 @@ from ..llm_choice import LlmChoices, choices_from
 from ..plan import PlanError, Task
 from ..store.base import Runs, StartRecord, final_todos, runs_at
 from ..views.card import card_data
-from .handoff import Handoffs
+from .handoff import Handoffs, elsewhere
 
 BUILT_IN = Path(__file__).with_name("flows")
 ALIASES = {"moira/todo-list": "todo-list"}
@@ -490,27 +490,49 @@ class TodoService:
             try:
                 step, directive = fast_path.due(engine, directive, engine.fast_path_only)
             except fast_path.FastPathRunning as running:
-                return self._directive(engine.directive()) | {"fastPath": "running", "note": str(running)}
+                return self._elsewhere(engine, running, wait)
             except fast_path.FastPathError as error:
                 raise ServeError(f"{error}\n{self._kept(engine)}") from None
             if step is None:
                 return self._directive(directive)
-            handoff = self.handoffs.begin(engine, step, self.engines.use(engine.process_id))
+            handoff = self.handoffs.begin(engine, step, self.engines.use(engine.process_id), self.runs)
         else:
             handoff.answered()
         ready = handoff.wait(wait)
         if not handoff.ended:
-            reply = self._directive(engine.directive()) | {"fastPath": "running"}
-            if not ready:
-                reply["note"] = (
-                    f"the learn_code script of step `{handoff.step.id}` is still working; call `status` "
-                    "with this processId for its next delegation"
-                )
-            return reply
+            return self._running(engine.directive(), handoff.step.id, ready)
         self.handoffs.end(handoff)
         if handoff.error is not None:
             raise ServeError(f"{handoff.error}\n{self._kept(engine)}")
         return self._advance(engine, engine.directive())  # the next step, or this one afresh
+
+    def _elsewhere(
+        self, engine: Engine, running: fast_path.FastPathRunning, wait: float | None
+    ) -> dict[str, Any]:
+        """The step's fast path runs in another program. Over a shared store that is
+        another instance serving this run: the call waits for its script as for one of
+        this server's (`elsewhere`), and goes on once the attempt has ended."""
+        if not engine.store.shared or wait == 0:
+            return self._directive(engine.directive()) | {"fastPath": "running", "note": str(running)}
+        directive = elsewhere(engine, self.runs, wait)
+        step = directive.step.id if directive.step else ""
+        if directive.state.fast_path == "running" and not fast_path.abandoned(engine, here=False):
+            return self._running(directive, step, directive.node == "delegated")
+        failure = fast_path.last_failure(engine) if directive.state.fast_path == "failed" else None
+        if failure is not None and engine.fast_path_only:  # the attempt waited for failed: no fallback
+            raise ServeError(f"{failure}\n{self._kept(engine)}")
+        return self._advance(engine, directive, wait)  # what follows the attempt, or its runner gone
+
+    def _running(self, directive: Directive, step: str, ready: bool) -> dict[str, Any]:
+        """The directive while a fast path runs: its delegation, or a note that the script
+        is still working."""
+        reply = self._directive(directive) | {"fastPath": "running"}
+        if not ready:
+            reply["note"] = (
+                f"the learn_code script of step `{step}` is still working; call `status` "
+                "with this processId for its next delegation"
+            )
+        return reply
 
     @staticmethod
     def _kept(engine: Engine) -> str:

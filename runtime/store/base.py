@@ -201,6 +201,12 @@ class Store(Protocol):
         """The journal's entries after entry `after`, in order (reading only those)."""
         ...
 
+    def alive(self, runner: str) -> bool | None:
+        """Whether the program `runner` (`<host>:<pid>`, as a fast path's start names it)
+        still holds its lease on this store; None when the store cannot tell (a run
+        folder: the runner's own machine is asked)."""
+        ...
+
     def close(self) -> None:
         """Release what the store holds (a store with derived files brings them up to date)."""
         ...
@@ -462,4 +468,9 @@ def known_schemes() -> list[str]:
 
 def this_program() -> str:
     """This program as `driver` names it: its process id and its host."""
-    return f"pid {os.getpid()} on {socket.gethostname()}"
+    return program_named(socket.gethostname(), os.getpid())
+
+
+def program_named(host: str, pid: int | str) -> str:
+    """A program of `host` as `driver` names it."""
+    return f"pid {pid} on {host}"

@@ -335,6 +335,9 @@ class FolderStore:
     def behind(self, state: ProcessState) -> bool:
         return False  # read under the file lock: current
 
+    def alive(self, runner: str) -> bool | None:
+        return None  # a run folder holds no lease: the runner's machine is asked
+
     def commit(self, steps: Sequence[Applied], after: ProcessState, request: Request | None = None) -> None:
         """Append the entries in one write and sync them: from then on the step has
         happened. The derived files follow, and a failure of theirs is logged and repaired

@@ -86,6 +86,9 @@ class MemoryStore:
     def behind(self, state: ProcessState) -> bool:
         return False
 
+    def alive(self, runner: str) -> bool | None:
+        return None  # one program's memory: nobody else runs anything in it
+
     def entries(self, after: int = 0) -> list[Entry]:
         return self.journal[after:]
 

@@ -60,6 +60,7 @@ from .base import (
     StoreError,
     forget,
     in_order,
+    program_named,
     ready_text,
     register,
     snapshot_due,
@@ -73,6 +74,10 @@ CHANNEL = "todoflow_journal"  # NOTIFY channel: `<process id> <seq>` after each 
 DRIVER_LOCKS = 0x746F646F  # advisory-lock namespace of the instances that drive runs
 FOLLOW_WAKE = 5.0  # seconds a follower waits for a notification before looking anyway
 CONNECT_TIMEOUT = 10
+# The server's TCP keepalive on an instance's presence connection: a machine that vanished
+# without closing it loses its presence (and the lease of a script it ran) within
+# idle + interval x count seconds, 25 here, instead of the system's two hours.
+KEEPALIVE = "-c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
 
 
 class DatabaseError(StoreError):
@@ -486,11 +491,33 @@ class PgRuns:
             return None
         return str(row[0]).removeprefix("todoflow ") if row[0] else "another program"
 
+    def alive(self, runner: str) -> bool:
+        """Whether the program `runner` (`<host>:<pid>`) still holds its presence: the
+        lease of what it runs, which PostgreSQL ends with its connection (at once for a
+        killed process, within the keepalive for a machine gone)."""
+        host, _, pid = runner.rpartition(":")
+        row = self.read(
+            lambda c: c.execute(
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid "
+                "AND l.locktype = 'advisory' AND l.classid = %s::oid AND l.objsubid = 2 AND l.granted "
+                "WHERE a.application_name = %s)",
+                (DRIVER_LOCKS, _application_name(program_named(host, pid))),
+            ).fetchone()
+        )
+        return bool(row and row[0])
+
     # -- following -----------------------------------------------------------------
 
     def changes(self, process_id: str, seq: int) -> Iterator[None]:
         """LISTEN on the journal's channel: wakes at a notification for the run, and every
-        few seconds anyway (the caller catches up by sequence number)."""
+        few seconds anyway (the caller catches up by sequence number). A database out of
+        reach, now or later, raises `DatabaseError`."""
+        try:
+            yield from self._notified(process_id)
+        except psycopg.Error as error:
+            raise DatabaseError(f"cannot follow the run in {self.location}: {_reason(error)}") from None
+
+    def _notified(self, process_id: str) -> Iterator[None]:
         with psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as connection:
             connection.execute(f"LISTEN {CHANNEL}")
             connection.execute(  # followers that went away without saying so
@@ -566,7 +593,8 @@ class PgRuns:
                         self.url,
                         autocommit=True,
                         connect_timeout=CONNECT_TIMEOUT,
-                        application_name=f"todoflow {this_program()}"[:63],  # what `driver` reads
+                        application_name=_application_name(this_program()),  # what `driver` reads
+                        options=KEEPALIVE,
                     )
                     row = connection.execute("SELECT nextval('todoflow_instances')").fetchone()
                     assert row is not None
@@ -595,6 +623,11 @@ class PgRuns:
                 self._presence.close()
                 self._presence = None
         self.pool.close()
+
+
+def _application_name(program: str) -> str:
+    """The application_name of a program's presence connection (PostgreSQL keeps 63 bytes)."""
+    return f"todoflow {program}"[:63]
 
 
 def _in_snapshot(connection: psycopg.Connection[Any], work: Callable[[psycopg.Connection[Any]], T]) -> T:
@@ -803,6 +836,9 @@ class PgStore:
 
     def entries(self, after: int = 0) -> list[Entry]:
         return list(self._in_order(self.runs.journal_lines(self.process_id, after), after))
+
+    def alive(self, runner: str) -> bool | None:
+        return self.runs.alive(runner)
 
     def close(self) -> None:
         """Nothing is held between steps."""

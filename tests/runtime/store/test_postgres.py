@@ -8,6 +8,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -284,6 +285,32 @@ def test_status_follow_prints_each_step_until_the_run_completes(
     lines = out.splitlines()
     assert [line.split()[3] for line in lines[:2]] == ["confirm", "confirm"]
     assert lines[-1] == "complete: result {}"
+
+
+def test_a_program_holds_its_lease_while_its_presence_lives(pg_url: str) -> None:
+    """The lease of a learn_code script: its runner's presence (host:pid) in the database."""
+    runs = pg_store.PgRuns(pg_url)
+    runs.presence()
+    here = f"{socket.gethostname()}:{os.getpid()}"
+    assert runs.alive(here) is True
+    assert runs.alive(f"{socket.gethostname()}:{os.getpid() + 1}") is False
+    assert runs.alive(f"another-machine:{os.getpid()}") is False
+    runs.close()  # the presence connection goes, and the lease with it
+    other = pg_store.PgRuns(pg_url)
+    assert other.alive(here) is False
+    other.close()
+
+
+def test_following_a_run_while_the_database_is_down_is_a_database_error(
+    pg_url: str, pg_cluster: Cluster
+) -> None:
+    runs = runs_at(pg_url)
+    pg_cluster.crash()
+    try:
+        with pytest.raises(pg_store.DatabaseError, match="cannot follow the run in"):
+            next(runs.changes("any", 0))
+    finally:
+        pg_cluster.restart()
 
 
 def test_learn_code_reads_its_script_from_the_learnings_folder_with_the_store(

@@ -97,6 +97,7 @@ def _source_verbs(commands: Any) -> None:
         action="store_true",
         help="write into a folder holding files todoflow did not write (they are left as they are)",
     )
+    runs.json_option(compile_, "what was written (each file's path and sha256), on stdout")
 
     graph = commands.add_parser("graph", help="draw the workflow: its checklist machine, or its plan canvas")
     graph.add_argument("file", metavar="FILE", help="the workflow")
@@ -233,7 +234,7 @@ def _main(args: argparse.Namespace) -> int:
     commands: dict[str, Callable[[], int]] = {
         "check": lambda: _check(args.files, args.format),
         "fmt": lambda: _fmt(args.files, args.check),
-        "compile": lambda: _compile(args.file, args.output, args.force),
+        "compile": lambda: _compile(args.file, args.output, args.force, args.format),
         "graph": lambda: _graph(args),
         "schema": lambda: _schema(args.name),
         "diff": lambda: _diff(args),
@@ -310,10 +311,16 @@ def _report(analysis: Analysis, notes: bool = True) -> bool:
     return analysis.workflow is not None
 
 
-def _compile(path: str, output: str, force: bool) -> int:
+def _compile(path: str, output: str, force: bool, form: str) -> int:
     from todoflow.compiler.artifacts import emit
     from todoflow.compiler.output import write_folder
 
+    if output == "-" and form == "json":
+        print(
+            "todoflow: error: `-o -` writes plan.json to stdout; --format json needs a folder",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     analysis = _analyze(path)
     if not _report(analysis):
         return EXIT_ERRORS
@@ -323,6 +330,8 @@ def _compile(path: str, output: str, force: bool) -> int:
         sys.stdout.write(artifacts.file("plan.json"))
         return EXIT_OK
     written = write_folder(analysis.workflow, artifacts, Path(output), force)
+    if form == "json":
+        print(json.dumps(written.to_json(display_name(path), output), indent=2, ensure_ascii=False))
     for line in written.report(display_name(path), output):
         print(line, file=sys.stderr)
     return EXIT_OK

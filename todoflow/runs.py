@@ -20,7 +20,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from todoflow.compiler.sources import UnreadableError, display_name
 from todoflow.dsl.diagnostics import render_all
@@ -59,6 +59,7 @@ def add_parsers(commands: Any) -> None:
     db.add_argument("process_id", nargs="?", metavar="RUN", help="for export and import: the run")
     db.add_argument("--store", metavar="URL", help=f"the database, postgresql://… (or ${STORE})")
     db.add_argument("--run-dir", metavar="DIR", help=f"the run folders' folder (default {RUN_DIR})")
+    json_option(db, "what was done (the schema's versions, or the run moved and where), on stdout")
 
 
 def _run_options(verb: argparse.ArgumentParser) -> None:
@@ -218,6 +219,7 @@ def _run_parser(commands: Any) -> argparse.ArgumentParser:
     run.add_argument(
         "--trace-content", action="store_true", help="with tracing: the prompts and replies in the spans too"
     )
+    json_option(run, "the run's state when it ends, as `status RUN --format json` shows it, on stdout")
     return run  # type: ignore[no-any-return]
 
 
@@ -411,7 +413,7 @@ def _preflight(
         config=Path(definition.source).parent,
         llm=args.llm,
         preset_llm=args.preset_llm,
-        terminal=(sys.stdin, sys.stdout),
+        terminal=(sys.stdin, _shown_to(args)),
         config_file=_config_file(args),
         allow_shell=args.allow_shell,
         servers=servers,
@@ -530,7 +532,7 @@ def _agent(
         llms,
         workspace=workspace,
         config=folder,
-        terminal=(sys.stdin, sys.stdout),
+        terminal=(sys.stdin, _shown_to(args)),
         config_file=_config_file(args),
         allow_shell=args.allow_shell,
         toolsets=toolsets,
@@ -539,6 +541,12 @@ def _agent(
 
 def _config_file(args: argparse.Namespace) -> Path | None:
     return Path(args.config) if args.config else None
+
+
+def _shown_to(args: argparse.Namespace) -> TextIO:
+    """Where a run's progress, card and prompts go: stdout, or stderr when stdout is the
+    run's JSON (`run --format json`), so that stdout parses."""
+    return sys.stderr if getattr(args, "format", "text") == "json" else sys.stdout
 
 
 def _config_changed(meta: RunMeta, path: str | None) -> None:
@@ -578,7 +586,7 @@ def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -
             outcome = drive(
                 engine,
                 agent,
-                sys.stdout,
+                _shown_to(args),
                 args.show_prompts,
                 args.fast_path_only,
                 live.update if live else None,
@@ -596,6 +604,10 @@ def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -
         if left:
             print(f"note: the run is complete with {left} replies of the script unused", file=sys.stderr)
         resume = _resume_command(args, engine) if outcome != "complete" else []
+        if args.format == "json":
+            ended = run_json(where(args), engine, driven=False)
+            ended |= {"outcome": outcome, "resume": shlex.join(resume) or None}
+            print(json.dumps(ended, indent=2, ensure_ascii=False))
     if outcome == "complete":
         return EXIT_OK
     print(f"resume with: {shlex.join(resume)}", file=sys.stderr)
@@ -659,7 +671,7 @@ def _read_json(path: Path) -> Any:
 def status(args: argparse.Namespace) -> int:
     from todoflow.runtime import process
     from todoflow.runtime.store.base import final_todos, runs_at
-    from todoflow.runtime.views.card import card_data, card_png, card_svg, card_text
+    from todoflow.runtime.views.card import card_png, card_svg, card_text
 
     runs = runs_at(where(args))
     if args.process_id is None:
@@ -680,8 +692,9 @@ def status(args: argparse.Namespace) -> int:
         return _follow(runs, args.process_id)
     with process.open_process(runs, args.process_id)[0] as engine:
         directive = engine.directive()
-        state = directive.status(runs.driven(args.process_id))
         finished = final_todos(engine.store, directive.state.completed_steps)
+        driven = runs.driven(args.process_id)
+        shown = run_json(where(args), engine, driven) if args.format == "json" else None
         note_gaps(runs, engine, args)
     if args.svg:
         Path(args.svg).write_text(card_svg(directive, finished), encoding="utf-8")
@@ -689,11 +702,25 @@ def status(args: argparse.Namespace) -> int:
     if args.png:
         card_png(card_svg(directive, finished), Path(args.png))
         print(f"wrote {args.png}", file=sys.stderr)
-    if args.format == "json":
-        print(json.dumps(card_data(directive, finished, state), indent=2, ensure_ascii=False))
+    if shown is not None:
+        print(json.dumps(shown, indent=2, ensure_ascii=False))
     elif not (args.svg or args.png):
         sys.stdout.write(card_text(directive, finished))
     return EXIT_OK
+
+
+def run_json(location: Path | str, engine: Engine, driven: bool) -> dict[str, Any]:
+    """One run as `status RUN --format json` shows it (and `run --format json` when the run
+    ends): the card's values, where the run is kept, and why it is blocked (None: it is not)."""
+    from todoflow.runtime.store.base import final_todos
+    from todoflow.runtime.views.card import card_data
+
+    directive = engine.directive()
+    finished = final_todos(engine.store, directive.state.completed_steps)
+    return card_data(directive, finished, directive.status(driven)) | {
+        "location": _kept_at(location, engine.process_id),
+        "blocked": directive.blocked or directive.todo_blocked,
+    }
 
 
 def _row(runs: Runs, process_id: str, meta: Any) -> dict[str, Any]:
@@ -920,11 +947,17 @@ def _location_options(args: argparse.Namespace) -> list[str]:
 
 
 def _shown(location: Path | str, process_id: str) -> str:
+    kept = _kept_at(location, process_id)
+    return f"run folder {kept}" if isinstance(location, Path) else f"in {kept}"
+
+
+def _kept_at(location: Path | str, process_id: str) -> str:
+    """Where a run is kept: its run folder, or the database (without its password)."""
     if isinstance(location, Path):
-        return f"run folder {location / process_id}"
+        return str(location / process_id)
     from todoflow.runtime.store.base import runs_at
 
-    return f"in {runs_at(location).location}"
+    return runs_at(location).location
 
 
 def _as_typed(learnings: Path, typed: str) -> Path:
@@ -985,21 +1018,29 @@ def db(args: argparse.Namespace) -> int:
     if not store:
         raise UnreadableError(f"`db {args.action}` needs --store postgresql://… (or ${STORE})")
     url = _database(store)
+    said = sys.stderr if args.format == "json" else sys.stdout  # stdout holds the JSON
     if args.action in ("init", "migrate"):
         before, after = pg_store.migrate(url, create=args.action == "init")
         if before == after:
-            print(f"{pg_store.shown(url)}: todoflow's schema is at version {after}")
+            print(f"{pg_store.shown(url)}: todoflow's schema is at version {after}", file=said)
         else:
-            print(f"{pg_store.shown(url)}: todoflow's schema went from version {before} to {after}")
-        return EXIT_OK
-    if not args.process_id:
-        print(f"todoflow: error: `db {args.action}` needs the RUN to move", file=sys.stderr)
-        return EXIT_USAGE
-    folders = runs_at(Path(args.run_dir or RUN_DIR))
-    database = runs_at(url)
-    source, target = (database, folders) if args.action == "export" else (folders, database)
-    process.copy_run(args.process_id, source, target)
-    print(
-        f"{args.action}ed run {args.process_id}: from {source.location} to {target.location}", file=sys.stderr
-    )
+            print(
+                f"{pg_store.shown(url)}: todoflow's schema went from version {before} to {after}", file=said
+            )
+        done = {"store": pg_store.shown(url), "schema_version": after, "schema_version_before": before}
+    else:
+        if not args.process_id:
+            print(f"todoflow: error: `db {args.action}` needs the RUN to move", file=sys.stderr)
+            return EXIT_USAGE
+        folders = runs_at(Path(args.run_dir or RUN_DIR))
+        database = runs_at(url)
+        source, target = (database, folders) if args.action == "export" else (folders, database)
+        process.copy_run(args.process_id, source, target)
+        print(
+            f"{args.action}ed run {args.process_id}: from {source.location} to {target.location}",
+            file=sys.stderr,
+        )
+        done = {"process_id": args.process_id, "from": source.location, "to": target.location}
+    if args.format == "json":
+        print(json.dumps({"action": args.action, **done}, indent=2, ensure_ascii=False))
     return EXIT_OK

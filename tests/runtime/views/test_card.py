@@ -100,3 +100,28 @@ def test_png_without_a_browser_says_what_to_install(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "--png needs a Chromium or Chrome browser" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "card.png").exists()
+
+
+def test_status_json_gives_each_task_its_constraints(tmp_path: Path) -> None:
+    """Issue 26, small things: the constraints of a ready checklist's tasks, while the step
+    runs and once it is finished (where todos.json, which has no place for them, is not
+    what they are read from)."""
+    (tmp_path / "branch.json").write_text("{}")
+    typed = "made the branch\nbranch created\nquit\n"  # stops at ship's first task
+    assert run_cli("run", str(EXAMPLE), "--agent", "human", stdin=typed, cwd=tmp_path).returncode == 3
+    (run,) = (tmp_path / ".todoflow" / "runs").iterdir()
+    running = json.loads(run_cli("status", run.name, "--json", cwd=tmp_path).stdout)
+    rule = ["Never push to main directly"]
+    assert {t["action"]: t["constraints"] for t in running["checklist"]["tasks"]} == {
+        "Build wheels and sdist": rule,
+        "Write release notes": [],
+        "Tag the release": rule,
+        "Announce on the mailing list": [],
+    }
+    (tmp_path / "done").mkdir()
+    done = _complete_release(tmp_path / "done")
+    card = json.loads(run_cli("status", done.name, "--json", cwd=tmp_path / "done").stdout)
+    constrained = [t["action"] for t in card["checklist"]["tasks"] if t["constraints"] == rule]
+    assert constrained == ["Build wheels and sdist", "Tag the release"]
+    (ship,) = [s for s in card["finished_steps"] if s["id"] == "ship"]
+    assert [t["constraints"] for t in ship["tasks"]] == [t["constraints"] for t in card["checklist"]["tasks"]]

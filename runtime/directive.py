@@ -94,7 +94,8 @@ class Directive:
             return None
         return {
             "tasks": [{"action": t.action, "expected_result": t.expected_result} for t in ready],
-            "progress_checklist_outcome": f"{len(ready)} ordered tasks from the ready checklist",
+            # no count: create_todo can add to the list, and the card counts it as it stands
+            "progress_checklist_outcome": "the ready checklist, passed on unchanged",
         }
 
     @property

@@ -125,3 +125,24 @@ def test_status_json_gives_each_task_its_constraints(tmp_path: Path) -> None:
     assert constrained == ["Build wheels and sdist", "Tag the release"]
     (ship,) = [s for s in card["finished_steps"] if s["id"] == "ship"]
     assert [t["constraints"] for t in ship["tasks"]] == [t["constraints"] for t in card["checklist"]["tasks"]]
+
+
+def test_a_created_todo_is_counted_and_no_summary_says_otherwise(tmp_path: Path) -> None:
+    """Issue 26, small things: after create_todo the card counts 4 tasks, and the summary
+    the caller wrote for the ready checklist holds no count of 3 beside them."""
+    flow = 'workflow w "W" {\n    todo_task t "T" {\n        tasks {\n'
+    flow += "".join(f'            "do {n}" => "{n} done"\n' for n in (1, 2, 3)) + "        }\n    }\n}\n"
+    engine, store = start(tmp_path, flow)
+    try:
+        directive = engine.directive()
+        directive = engine.step(directive.attempt_id, directive.ready_reply() or {}, "caller")
+        created = {"create_todo": {"title": "do 4", "description": "4 done"}}
+        *_, at_four = walk(engine, [created, confirm(1), confirm(2), confirm(3)])
+        working = card_text(at_four)
+        done = engine.step(at_four.attempt_id, confirm(4))
+        image = card_svg(done, final_todos(engine.store, done.state.completed_steps))
+    finally:
+        store.close()
+    assert "[Checklist] 3/4 done — the ready checklist, passed on unchanged" in working
+    assert "[Prepare]   task 4 of 4" in working
+    assert "4/4 done (t)" in image and "3 ordered tasks" not in image

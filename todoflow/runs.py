@@ -606,7 +606,7 @@ def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -
         resume = _resume_command(args, engine) if outcome != "complete" else []
         if args.format == "json":
             ended = run_json(where(args), engine, driven=False)
-            ended |= {"outcome": outcome, "resume": shlex.join(resume) or None}
+            ended |= {"outcome": str(outcome), "reason": outcome.reason, "resume": shlex.join(resume) or None}
             print(json.dumps(ended, indent=2, ensure_ascii=False))
     if outcome == "complete":
         return EXIT_OK

@@ -38,7 +38,7 @@ def test_run_prints_its_final_state_as_status_shows_it(tmp_path: Path) -> None:
     assert "-> complete: result {}" in result.stderr
     run = _run_folder(tmp_path)
     status = json.loads(run_cli("status", run.name, "--json", cwd=tmp_path).stdout)
-    assert ended == status | {"outcome": "complete", "resume": None}
+    assert ended == status | {"outcome": "complete", "reason": None, "resume": None}
     assert ended["process_id"] == run.name and ended["status"] == "complete"
     assert ended["location"] == str(Path(".todoflow/runs") / run.name)
     assert [t["state"] for t in ended["checklist"]["tasks"]] == ["done"] * 5
@@ -53,11 +53,24 @@ def test_a_stopped_run_says_where_it_stopped_and_how_to_resume(tmp_path: Path) -
     assert "evidence>" in result.stderr and "evidence>" not in result.stdout
     run = _run_folder(tmp_path)
     assert ended["status"] == ended["outcome"] == "blocked"
-    assert ended["blocked"] == "waiting for the build machine"
+    assert ended["blocked"] == ended["reason"] == "waiting for the build machine"
     assert ended["prepare"]["cursor"] == 2
     assert [t["state"] for t in ended["checklist"]["tasks"]] == ["done", "current"]
     assert ended["resume"] == f"todoflow run --resume {run.name} --run-dir .todoflow/runs"
     assert f"resume with: {ended['resume']}" in result.stderr
+
+
+def test_a_refused_script_says_why_in_the_json(tmp_path: Path) -> None:
+    (tmp_path / "flow.todoflow").write_text(FLOW)
+    (tmp_path / "replies.yaml").write_text(
+        "replies:\n  - {update_todo: {todo_id: todo_9, status: in_progress}}\n"
+    )
+    result = run_cli("run", "flow.todoflow", "--agent", "scripted:replies.yaml", "--json", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    ended = json.loads(result.stdout)
+    assert ended["outcome"] == "refused" and ended["status"] == "stopped" and ended["blocked"] is None
+    assert ended["reason"] == "there is no `todo_9`: the checklist holds todo_1 to todo_2"
+    assert f"refused: {ended['reason']}" in result.stderr
 
 
 def test_compile_lists_what_it_wrote_with_each_files_sha256(tmp_path: Path) -> None:

@@ -72,11 +72,11 @@ def _source_verbs(commands: Any) -> None:
     """`check`, `fmt`, `compile`, `graph`: the verbs over a workflow's source."""
     check = commands.add_parser("check", help="report every error and warning in .todoflow files")
     check.add_argument("files", nargs="+", metavar="FILE", help="files or folders to check (`-` for stdin)")
-    check.add_argument(
-        "--format",
-        choices=["text", "json", "sarif", "github"],
-        default="text",
-        help="`text` (stderr); on stdout: `json`, `sarif` (SARIF 2.1.0), `github` (workflow annotations)",
+    runs.json_option(
+        check,
+        "the diagnostics as a JSON array on stdout; `sarif` (SARIF 2.1.0) and `github` (workflow "
+        "annotations) on stdout too; `text` on stderr",
+        ["sarif", "github"],
     )
 
     fmt = commands.add_parser("fmt", help="rewrite .todoflow files in canonical layout")
@@ -129,7 +129,7 @@ def _analysis_verbs(commands: Any) -> None:
     )
     diff.add_argument("old", metavar="OLD", help="a .todoflow file, a compiled folder or a plan.json")
     diff.add_argument("new", metavar="NEW", help="the same kinds as OLD")
-    diff.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+    runs.json_option(diff, "the change set as one object (`todoflow schema diff`)")
     diff.add_argument(
         "--runs", action="store_true", help="every run of OLD, and what NEW would make of it (`replay`)"
     )
@@ -142,7 +142,7 @@ def _analysis_verbs(commands: Any) -> None:
     replay.add_argument(
         "--against", required=True, metavar="NEW", help="a .todoflow file, a compiled folder or a plan.json"
     )
-    replay.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+    runs.json_option(replay, "the report as one object (`todoflow schema replay`)")
     _run_options(replay, "")
 
     paths = commands.add_parser("paths", help="the paths through each step's machine, for tests")
@@ -155,7 +155,7 @@ def _analysis_verbs(commands: Any) -> None:
         metavar="K",
         help="revise teleports a path takes at most (default 1)",
     )
-    paths.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+    runs.json_option(paths, "each step's states, transitions and paths as one object")
 
 
 def _plan_verbs(commands: Any) -> None:

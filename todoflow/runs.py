@@ -99,11 +99,11 @@ def _run_options(verb: argparse.ArgumentParser) -> None:
     )
 
 
-def json_option(verb: argparse.ArgumentParser, what: str) -> None:
+def json_option(verb: argparse.ArgumentParser, what: str, others: Sequence[str] = ()) -> None:
     """One spelling of JSON output on every verb: `--format json`, with `--json` kept as
-    its alias."""
+    its alias (`others`: the verb's further formats, said in `what`)."""
     verb.add_argument(
-        "--format", choices=["text", "json"], default="text", help=f"`json`: {what} (default text)"
+        "--format", choices=["text", "json", *others], default="text", help=f"`json`: {what} (default text)"
     )
     verb.add_argument("--json", dest="format", action="store_const", const="json", help="--format json")
 
@@ -232,7 +232,7 @@ def _plan_parser(commands: Any) -> argparse.ArgumentParser:
     plan.add_argument(
         "--check-mcp", action="store_true", help="start the MCP servers and list their tools (then stop them)"
     )
-    plan.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+    json_option(plan, "the same as one object (`todoflow schema dry-run`)")
     return plan  # type: ignore[no-any-return]
 
 

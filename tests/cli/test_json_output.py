@@ -111,3 +111,22 @@ def test_db_verbs_say_what_they_did_as_json(tmp_path: Path, pg_url: str) -> None
         "from": ".todoflow/runs",
         "to": json.loads(run_cli("status", run.name, "--store", pg_url, "--json").stdout)["location"],
     }
+
+
+def test_every_verb_with_json_output_takes_the_alias() -> None:
+    """One spelling: a verb whose --format offers `json` takes `--json` as its alias."""
+    from todoflow.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if a.dest == "command")
+    verbs = dict(commands.choices or {})
+    with_json = {
+        name
+        for name, verb in verbs.items()
+        for action in verb._actions
+        if "--format" in action.option_strings and "json" in (action.choices or ())
+    }
+    assert {"check", "compile", "db", "diff", "log", "paths", "plan", "replay", "run", "status"} <= with_json
+    assert sorted(n for n in with_json if "--json" not in verbs[n]._option_string_actions) == []
+    flow = str(ROOT / "examples" / "release.todoflow")
+    for verb in (["plan", flow], ["paths", flow], ["check", flow], ["diff", flow, flow]):
+        assert run_cli(*verb, "--json").stdout == run_cli(*verb, "--format", "json").stdout != ""

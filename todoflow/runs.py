@@ -18,7 +18,7 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
@@ -34,10 +34,11 @@ if TYPE_CHECKING:
     from todoflow.runtime.agents.toolbox import Toolset
     from todoflow.runtime.agents.tracing import LiveTrace
     from todoflow.runtime.definition import RunDefinition
+    from todoflow.runtime.directive import Directive
     from todoflow.runtime.engine import Engine
     from todoflow.runtime.llm_choice import LlmChoices
     from todoflow.runtime.plan import RunPlan, Task
-    from todoflow.runtime.store.base import RunMeta, Runs
+    from todoflow.runtime.store.base import FinalChecklist, RunMeta, Runs
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_RESUMABLE = 0, 1, 2, 3
 STORE = "TODOFLOW_STORE"  # the store location when neither --store nor --run-dir is given
@@ -546,7 +547,7 @@ def _config_file(args: argparse.Namespace) -> Path | None:
 def _shown_to(args: argparse.Namespace) -> TextIO:
     """Where a run's progress, card and prompts go: stdout, or stderr when stdout is the
     run's JSON (`run --format json`), so that stdout parses."""
-    return sys.stderr if getattr(args, "format", "text") == "json" else sys.stdout
+    return sys.stderr if args.format == "json" else sys.stdout
 
 
 def _config_changed(meta: RunMeta, path: str | None) -> None:
@@ -579,6 +580,7 @@ def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -
     from todoflow.runtime.agents.base import OffersTools
     from todoflow.runtime.agents.driver import drive
     from todoflow.runtime.agents.scripted import ScriptedAgent
+    from todoflow.runtime.store.base import final_todos
 
     live = _live_trace(args, engine)
     with engine, runs.driving(engine.process_id):
@@ -605,7 +607,9 @@ def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -
             print(f"note: the run is complete with {left} replies of the script unused", file=sys.stderr)
         resume = _resume_command(args, engine) if outcome != "complete" else []
         if args.format == "json":
-            ended = run_json(where(args), engine, driven=False)
+            directive = engine.directive()
+            finished = final_todos(engine.store, directive.state.completed_steps)
+            ended = run_json(where(args), directive, finished, driven=False)
             ended |= {"outcome": str(outcome), "reason": outcome.reason, "resume": shlex.join(resume) or None}
             print(json.dumps(ended, indent=2, ensure_ascii=False))
     if outcome == "complete":
@@ -694,7 +698,7 @@ def status(args: argparse.Namespace) -> int:
         directive = engine.directive()
         finished = final_todos(engine.store, directive.state.completed_steps)
         driven = runs.driven(args.process_id)
-        shown = run_json(where(args), engine, driven) if args.format == "json" else None
+        shown = run_json(where(args), directive, finished, driven) if args.format == "json" else None
         note_gaps(runs, engine, args)
     if args.svg:
         Path(args.svg).write_text(card_svg(directive, finished), encoding="utf-8")
@@ -709,16 +713,15 @@ def status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def run_json(location: Path | str, engine: Engine, driven: bool) -> dict[str, Any]:
+def run_json(
+    location: Path | str, directive: Directive, finished: Mapping[str, FinalChecklist], driven: bool
+) -> dict[str, Any]:
     """One run as `status RUN --format json` shows it (and `run --format json` when the run
     ends): the card's values, where the run is kept, and why it is blocked (None: it is not)."""
-    from todoflow.runtime.store.base import final_todos
     from todoflow.runtime.views.card import card_data
 
-    directive = engine.directive()
-    finished = final_todos(engine.store, directive.state.completed_steps)
     return card_data(directive, finished, directive.status(driven)) | {
-        "location": _kept_at(location, engine.process_id),
+        "location": _kept_at(location, directive.process_id),
         "blocked": directive.blocked or directive.todo_blocked,
     }
 

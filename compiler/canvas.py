@@ -16,7 +16,7 @@ from typing import Literal, TypeAlias
 from todoflow.dsl.nodes import node
 
 from .diagrams import dot_string, markdown_text, mermaid_text
-from .model import CheckedStep, CheckedWorkflow
+from .model import CheckedStep, CheckedWorkflow, LlmChoice
 
 NodeKind: TypeAlias = Literal["regular", "todo_task", "end"]
 END_ID = "workflow_end"  # `end` ends a subgraph in Mermaid
@@ -37,6 +37,10 @@ class CanvasNode:
     tasks: int | None = None  # the ready checklist's size; None: composed at run time
     needs: tuple[str, ...] = ()
     output: str | None = None
+    mode: str | None = None  # `learn_code`: the fast path first
+    llm: str | None = None  # the step's execution LLM, `provider:model`, defaults applied
+    conditional_llm: str | None = None
+    max_turns: int | None = None  # a todo_task step's bound on orchestrator turns
 
     @property
     def sub_agent(self) -> bool:
@@ -102,7 +106,15 @@ def _node(step: CheckedStep, node_id: str, number: int | None, parent: str | Non
         tasks=len(step.tasks) if step.tasks is not None else None,
         needs=step.context_dependencies,
         output=step.context_output,
+        mode=step.declared_execution_mode,
+        llm=_llm(step.agent_configs.execution_llm),
+        conditional_llm=_llm(step.agent_configs.conditional_llm),
+        max_turns=step.agent_configs.execution_max_turns if step.kind == "todo_task" else None,
     )
+
+
+def _llm(choice: LlmChoice | None) -> str | None:
+    return None if choice is None else f"{choice.provider}:{choice.model_id}"
 
 
 def facts(item: CanvasNode) -> list[str]:
@@ -114,6 +126,14 @@ def facts(item: CanvasNode) -> list[str]:
         lines.append(
             "checklist composed at run time" if item.tasks is None else f"checklist: {item.tasks} tasks"
         )
+    if item.mode:
+        lines.append(f"mode {item.mode}")
+    if item.llm:
+        lines.append(f"llm {item.llm}")
+    if item.conditional_llm:
+        lines.append(f"conditional_llm {item.conditional_llm}")
+    if item.max_turns is not None:
+        lines.append(f"max_turns {item.max_turns}")
     if item.needs:
         lines.append("in: " + ", ".join(item.needs))
     if item.output:

@@ -121,7 +121,7 @@ def checklist(
         work, done = state("work", "Work", initial=True), state("done", "Done", final=True)
         return (work, done), [MachineTransition(work.id, done.id, "confirm")]
     intake, cursor = state("intake", "Intake", initial=True), state("cursor", "Cursor")
-    work, revise, end = state("work", "Work"), state("revise", "Revise"), state("end", "End", final=True)
+    work, revise, end = state("work", "Work"), state("revise", "Revise"), state("end", "Done", final=True)
     delegated = state("delegated", "Delegated")
     return (intake, cursor, work, delegated, revise, end), [
         MachineTransition(intake.id, cursor.id, "submit_tasks"),

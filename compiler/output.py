@@ -18,6 +18,7 @@ still recognises.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import posixpath
@@ -39,10 +40,25 @@ class OutputFolderError(TodoflowError):
     """An output folder todoflow will not write into, or not there."""
 
 
+class WrittenFile(NamedTuple):
+    path: str  # relative to the output folder
+    sha256: str  # of the bytes written
+
+
 class Written(NamedTuple):
-    files: tuple[str, ...]  # relative paths this compile wrote, the manifest included
+    files: tuple[WrittenFile, ...]  # what this compile wrote, the manifest last
     removed: tuple[str, ...]  # files of an earlier compile, removed
     kept: tuple[str, ...]  # files todoflow did not write, left as they are (with `force`)
+
+    def to_json(self, source: str, folder: str) -> dict[str, Any]:
+        """What the compile did, for tools (`compile --format json`)."""
+        return {
+            "source": source,
+            "folder": folder,
+            "files": [f._asdict() for f in self.files],
+            "removed": list(self.removed),
+            "kept": list(self.kept),
+        }
 
     def report(self, source: str, folder: str) -> list[str]:
         """What the compile did, in a line or two for people."""
@@ -100,8 +116,18 @@ def write_folder(
         write_atomically(folder / relative, text)
     for relative in stale:
         _remove(folder, relative)
-    write_atomically(folder / MANIFEST, manifest(workflow, new))
-    return Written((*new, MANIFEST), tuple(stale), tuple(o for o in others if o not in new))
+    final = manifest(workflow, new)
+    write_atomically(folder / MANIFEST, final)
+    files = [*artifacts.files, (MANIFEST, final)]
+    return Written(
+        tuple(WrittenFile(relative, _sha256(text)) for relative, text in files),
+        tuple(stale),
+        tuple(o for o in others if o not in new),
+    )
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class _NotOurs(Exception):

@@ -49,6 +49,7 @@ RECORDS: Mapping[str, tuple[str, ...]] = {
     "turns": ("used", "allowed"),
     "delegation": ("todo_id", "agent", "passed", "reason"),
     "learning": ("id", "at", "instructions", "success_criteria", "evidence", "outcome", "files"),
+    "reply": ("confirm", "evidence", "summary", "give_back"),
 }
 # What the runtime adds to the context of every kind an orchestrator's turn renders.
 _TURN = {"todo_id": "str", "turns": "turns", "last_delegation": "delegation"}
@@ -75,6 +76,7 @@ CONTEXTS: Mapping[str, Mapping[str, str]] = {
         "total": "int",
         "limits": "limits",
         **_TURN,
+        "reply": "reply",
     },
     "revise": {
         "workflow": "workflow",
@@ -93,6 +95,7 @@ CONTEXTS: Mapping[str, Mapping[str, str]] = {
         "success_criteria": "str",
         "limits": "limits",
         "learnings": "list of learning",
+        "reply": "reply",
     },
 }
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from todoflow.compiler.checklist import MAX_TASKS, MAX_TEXT
 from todoflow.compiler.prompts import TEMPLATES, environment
@@ -41,6 +41,26 @@ LIMITS = {
     "max_instructions": MAX_INSTRUCTIONS,
 }
 MAX_PROMPT = 1_000_000  # characters a rendered prompt may hold
+
+
+class Reader(NamedTuple):
+    """Who reads a prompt, and so how it confirms a todo or gives one back: the `reply`
+    record of the `work` and `sub_agent` prompts (each field a phrase the template places)."""
+
+    confirm: str  # what it confirms with
+    evidence: str  # the proof's name there
+    summary: str  # the short outcome's name there
+    give_back: str  # a sub-agent's way to give its todo back, as an instruction
+
+
+# the LLM agent's tools: what `todoflow run --show-prompts` and `plan --show-prompts` show
+TOOL_CALLS = Reader("`complete_todo`", "`evidence`", "`result`", "call `report_failure` with the reason")
+# an MCP client: its `step` tool (the directive's JSON holds this prompt)
+MCP_STEP = Reader(
+    "the `step` tool", "`evidence`", "`progress_execution_outcome`", "call `step` with `failed`: the reason"
+)
+# a person at the terminal (`--agent human`)
+TYPED = Reader("what you type", "the evidence", "the outcome", "type `failed <reason>`")
 
 
 class PromptError(TodoflowError):
@@ -94,7 +114,8 @@ class Directive:
             return None
         return {
             "tasks": [{"action": t.action, "expected_result": t.expected_result} for t in ready],
-            "progress_checklist_outcome": f"{len(ready)} ordered tasks from the ready checklist",
+            # no count: create_todo can add to the list, and the card counts it as it stands
+            "progress_checklist_outcome": "the ready checklist, passed on unchanged",
         }
 
     @property
@@ -171,9 +192,10 @@ class Directive:
 
     # -- the prompt ------------------------------------------------------------------------
 
-    def prompt(self) -> str:
-        """The rendered prompt of the current node ('' once the workflow is complete)."""
-        parts = self.prompt_parts()
+    def prompt(self, reader: Reader = TOOL_CALLS) -> str:
+        """The rendered prompt of the current node ('' once the workflow is complete), as
+        `reader` confirms and gives back a todo."""
+        parts = self.prompt_parts(reader)
         return "\n".join(text.rstrip("\n") + "\n" for _, text in parts) if parts else ""
 
     def system_prompt(self) -> str | None:
@@ -185,15 +207,15 @@ class Directive:
             self.step.template("orchestrator_system"), "orchestrator_system", self.step, self.context()
         )
 
-    def prompt_parts(self) -> list[tuple[str, str]]:
+    def prompt_parts(self, reader: Reader = TOOL_CALLS) -> list[tuple[str, str]]:
         """The prompt as (kind, text) parts: an orchestrator's turn is its
         `orchestrator_system`, `orchestrator_user` and `work` templates, which an LLM agent
         sends as a system message and a user message."""
         if self.step is None or self.completed:
             return []
         if self.node == "delegated":
-            return [("sub_agent", self._sub_agent_prompt())]
-        context = self.context()
+            return [("sub_agent", self._sub_agent_prompt(reader))]
+        context = self.context() | {"reply": reader._asdict()}
         kinds = ("orchestrator_system", "orchestrator_user", "work") if self.orchestrated else (self.node,)
         parts = [(kind, render(self.step.template(kind), kind, self.step, context)) for kind in kinds]
         _bounded("".join(text for _, text in parts), self.step)
@@ -230,13 +252,14 @@ class Directive:
             "reason": returned.reason,
         }
 
-    def _sub_agent_prompt(self) -> str:
+    def _sub_agent_prompt(self, reader: Reader) -> str:
         assert self.step is not None
         route = self.route
         template = (
             route.step.template if route else Template("built-in sub_agent", TEMPLATES / "sub_agent.j2")
         )
-        text = render(template, "sub_agent", self.step, self.sub_agent_context())
+        context = self.sub_agent_context() | {"reply": reader._asdict()}
+        text = render(template, "sub_agent", self.step, context)
         return _bounded(text, self.step)
 
     def sub_agent_context(self) -> dict[str, Any]:
@@ -299,7 +322,7 @@ class Directive:
                 "model_id": llm.llm.model_id if llm.llm else None,
                 "rule": llm.rule,
             }
-        out["prompt"] = self.prompt()
+        out["prompt"] = self.prompt(MCP_STEP)
         return out
 
     def _orchestrator_json(self, step: RunStep) -> dict[str, Any]:

@@ -72,11 +72,11 @@ def _source_verbs(commands: Any) -> None:
     """`check`, `fmt`, `compile`, `graph`: the verbs over a workflow's source."""
     check = commands.add_parser("check", help="report every error and warning in .todoflow files")
     check.add_argument("files", nargs="+", metavar="FILE", help="files or folders to check (`-` for stdin)")
-    check.add_argument(
-        "--format",
-        choices=["text", "json", "sarif", "github"],
-        default="text",
-        help="`text` (stderr); on stdout: `json`, `sarif` (SARIF 2.1.0), `github` (workflow annotations)",
+    runs.json_option(
+        check,
+        "the diagnostics as a JSON array on stdout; `sarif` (SARIF 2.1.0) and `github` (workflow "
+        "annotations) on stdout too; `text` on stderr",
+        ["sarif", "github"],
     )
 
     fmt = commands.add_parser("fmt", help="rewrite .todoflow files in canonical layout")
@@ -97,6 +97,7 @@ def _source_verbs(commands: Any) -> None:
         action="store_true",
         help="write into a folder holding files todoflow did not write (they are left as they are)",
     )
+    runs.json_option(compile_, "what was written (each file's path and sha256), on stdout")
 
     graph = commands.add_parser("graph", help="draw the workflow: its checklist machine, or its plan canvas")
     graph.add_argument("file", metavar="FILE", help="the workflow")
@@ -128,7 +129,7 @@ def _analysis_verbs(commands: Any) -> None:
     )
     diff.add_argument("old", metavar="OLD", help="a .todoflow file, a compiled folder or a plan.json")
     diff.add_argument("new", metavar="NEW", help="the same kinds as OLD")
-    diff.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+    runs.json_option(diff, "the change set as one object (`todoflow schema diff`)")
     diff.add_argument(
         "--runs", action="store_true", help="every run of OLD, and what NEW would make of it (`replay`)"
     )
@@ -141,7 +142,7 @@ def _analysis_verbs(commands: Any) -> None:
     replay.add_argument(
         "--against", required=True, metavar="NEW", help="a .todoflow file, a compiled folder or a plan.json"
     )
-    replay.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+    runs.json_option(replay, "the report as one object (`todoflow schema replay`)")
     _run_options(replay, "")
 
     paths = commands.add_parser("paths", help="the paths through each step's machine, for tests")
@@ -154,7 +155,7 @@ def _analysis_verbs(commands: Any) -> None:
         metavar="K",
         help="revise teleports a path takes at most (default 1)",
     )
-    paths.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+    runs.json_option(paths, "each step's states, transitions and paths as one object")
 
 
 def _plan_verbs(commands: Any) -> None:
@@ -233,7 +234,7 @@ def _main(args: argparse.Namespace) -> int:
     commands: dict[str, Callable[[], int]] = {
         "check": lambda: _check(args.files, args.format),
         "fmt": lambda: _fmt(args.files, args.check),
-        "compile": lambda: _compile(args.file, args.output, args.force),
+        "compile": lambda: _compile(args.file, args.output, args.force, args.format),
         "graph": lambda: _graph(args),
         "schema": lambda: _schema(args.name),
         "diff": lambda: _diff(args),
@@ -310,10 +311,16 @@ def _report(analysis: Analysis, notes: bool = True) -> bool:
     return analysis.workflow is not None
 
 
-def _compile(path: str, output: str, force: bool) -> int:
+def _compile(path: str, output: str, force: bool, form: str) -> int:
     from todoflow.compiler.artifacts import emit
     from todoflow.compiler.output import write_folder
 
+    if output == "-" and form == "json":
+        print(
+            "todoflow: error: `-o -` writes plan.json to stdout; --format json needs a folder",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     analysis = _analyze(path)
     if not _report(analysis):
         return EXIT_ERRORS
@@ -323,6 +330,8 @@ def _compile(path: str, output: str, force: bool) -> int:
         sys.stdout.write(artifacts.file("plan.json"))
         return EXIT_OK
     written = write_folder(analysis.workflow, artifacts, Path(output), force)
+    if form == "json":
+        print(json.dumps(written.to_json(display_name(path), output), indent=2, ensure_ascii=False))
     for line in written.report(display_name(path), output):
         print(line, file=sys.stderr)
     return EXIT_OK

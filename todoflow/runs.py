@@ -18,9 +18,9 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from todoflow.compiler.sources import UnreadableError, display_name
 from todoflow.dsl.diagnostics import render_all
@@ -34,10 +34,11 @@ if TYPE_CHECKING:
     from todoflow.runtime.agents.toolbox import Toolset
     from todoflow.runtime.agents.tracing import LiveTrace
     from todoflow.runtime.definition import RunDefinition
+    from todoflow.runtime.directive import Directive
     from todoflow.runtime.engine import Engine
     from todoflow.runtime.llm_choice import LlmChoices
     from todoflow.runtime.plan import RunPlan, Task
-    from todoflow.runtime.store.base import RunMeta, Runs
+    from todoflow.runtime.store.base import FinalChecklist, RunMeta, Runs
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_RESUMABLE = 0, 1, 2, 3
 STORE = "TODOFLOW_STORE"  # the store location when neither --store nor --run-dir is given
@@ -59,6 +60,7 @@ def add_parsers(commands: Any) -> None:
     db.add_argument("process_id", nargs="?", metavar="RUN", help="for export and import: the run")
     db.add_argument("--store", metavar="URL", help=f"the database, postgresql://… (or ${STORE})")
     db.add_argument("--run-dir", metavar="DIR", help=f"the run folders' folder (default {RUN_DIR})")
+    json_option(db, "what was done (the schema's versions, or the run moved and where), on stdout")
 
 
 def _run_options(verb: argparse.ArgumentParser) -> None:
@@ -98,11 +100,11 @@ def _run_options(verb: argparse.ArgumentParser) -> None:
     )
 
 
-def json_option(verb: argparse.ArgumentParser, what: str) -> None:
+def json_option(verb: argparse.ArgumentParser, what: str, others: Sequence[str] = ()) -> None:
     """One spelling of JSON output on every verb: `--format json`, with `--json` kept as
-    its alias."""
+    its alias (`others`: the verb's further formats, said in `what`)."""
     verb.add_argument(
-        "--format", choices=["text", "json"], default="text", help=f"`json`: {what} (default text)"
+        "--format", choices=["text", "json", *others], default="text", help=f"`json`: {what} (default text)"
     )
     verb.add_argument("--json", dest="format", action="store_const", const="json", help="--format json")
 
@@ -218,6 +220,7 @@ def _run_parser(commands: Any) -> argparse.ArgumentParser:
     run.add_argument(
         "--trace-content", action="store_true", help="with tracing: the prompts and replies in the spans too"
     )
+    json_option(run, "the run's state when it ends, as `status RUN --format json` shows it, on stdout")
     return run  # type: ignore[no-any-return]
 
 
@@ -230,7 +233,7 @@ def _plan_parser(commands: Any) -> argparse.ArgumentParser:
     plan.add_argument(
         "--check-mcp", action="store_true", help="start the MCP servers and list their tools (then stop them)"
     )
-    plan.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+    json_option(plan, "the same as one object (`todoflow schema dry-run`)")
     return plan  # type: ignore[no-any-return]
 
 
@@ -411,7 +414,7 @@ def _preflight(
         config=Path(definition.source).parent,
         llm=args.llm,
         preset_llm=args.preset_llm,
-        terminal=(sys.stdin, sys.stdout),
+        terminal=(sys.stdin, _shown_to(args)),
         config_file=_config_file(args),
         allow_shell=args.allow_shell,
         servers=servers,
@@ -530,7 +533,7 @@ def _agent(
         llms,
         workspace=workspace,
         config=folder,
-        terminal=(sys.stdin, sys.stdout),
+        terminal=(sys.stdin, _shown_to(args)),
         config_file=_config_file(args),
         allow_shell=args.allow_shell,
         toolsets=toolsets,
@@ -539,6 +542,12 @@ def _agent(
 
 def _config_file(args: argparse.Namespace) -> Path | None:
     return Path(args.config) if args.config else None
+
+
+def _shown_to(args: argparse.Namespace) -> TextIO:
+    """Where a run's progress, card and prompts go: stdout, or stderr when stdout is the
+    run's JSON (`run --format json`), so that stdout parses."""
+    return sys.stderr if args.format == "json" else sys.stdout
 
 
 def _config_changed(meta: RunMeta, path: str | None) -> None:
@@ -571,6 +580,7 @@ def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -
     from todoflow.runtime.agents.base import OffersTools
     from todoflow.runtime.agents.driver import drive
     from todoflow.runtime.agents.scripted import ScriptedAgent
+    from todoflow.runtime.store.base import final_todos
 
     live = _live_trace(args, engine)
     with engine, runs.driving(engine.process_id):
@@ -578,7 +588,7 @@ def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -
             outcome = drive(
                 engine,
                 agent,
-                sys.stdout,
+                _shown_to(args),
                 args.show_prompts,
                 args.fast_path_only,
                 live.update if live else None,
@@ -596,6 +606,12 @@ def _drive(args: argparse.Namespace, runs: Runs, engine: Engine, agent: Agent) -
         if left:
             print(f"note: the run is complete with {left} replies of the script unused", file=sys.stderr)
         resume = _resume_command(args, engine) if outcome != "complete" else []
+        if args.format == "json":
+            directive = engine.directive()
+            finished = final_todos(engine.store, directive.state.completed_steps)
+            ended = run_json(where(args), directive, finished, driven=False)
+            ended |= {"outcome": str(outcome), "reason": outcome.reason, "resume": shlex.join(resume) or None}
+            print(json.dumps(ended, indent=2, ensure_ascii=False))
     if outcome == "complete":
         return EXIT_OK
     print(f"resume with: {shlex.join(resume)}", file=sys.stderr)
@@ -659,7 +675,7 @@ def _read_json(path: Path) -> Any:
 def status(args: argparse.Namespace) -> int:
     from todoflow.runtime import process
     from todoflow.runtime.store.base import final_todos, runs_at
-    from todoflow.runtime.views.card import card_data, card_png, card_svg, card_text
+    from todoflow.runtime.views.card import card_png, card_svg, card_text
 
     runs = runs_at(where(args))
     if args.process_id is None:
@@ -680,8 +696,9 @@ def status(args: argparse.Namespace) -> int:
         return _follow(runs, args.process_id)
     with process.open_process(runs, args.process_id)[0] as engine:
         directive = engine.directive()
-        state = directive.status(runs.driven(args.process_id))
         finished = final_todos(engine.store, directive.state.completed_steps)
+        driven = runs.driven(args.process_id)
+        shown = run_json(where(args), directive, finished, driven) if args.format == "json" else None
         note_gaps(runs, engine, args)
     if args.svg:
         Path(args.svg).write_text(card_svg(directive, finished), encoding="utf-8")
@@ -689,11 +706,24 @@ def status(args: argparse.Namespace) -> int:
     if args.png:
         card_png(card_svg(directive, finished), Path(args.png))
         print(f"wrote {args.png}", file=sys.stderr)
-    if args.format == "json":
-        print(json.dumps(card_data(directive, finished, state), indent=2, ensure_ascii=False))
+    if shown is not None:
+        print(json.dumps(shown, indent=2, ensure_ascii=False))
     elif not (args.svg or args.png):
         sys.stdout.write(card_text(directive, finished))
     return EXIT_OK
+
+
+def run_json(
+    location: Path | str, directive: Directive, finished: Mapping[str, FinalChecklist], driven: bool
+) -> dict[str, Any]:
+    """One run as `status RUN --format json` shows it (and `run --format json` when the run
+    ends): the card's values, where the run is kept, and why it is blocked (None: it is not)."""
+    from todoflow.runtime.views.card import card_data
+
+    return card_data(directive, finished, directive.status(driven)) | {
+        "location": _kept_at(location, directive.process_id),
+        "blocked": directive.blocked or directive.todo_blocked,
+    }
 
 
 def _row(runs: Runs, process_id: str, meta: Any) -> dict[str, Any]:
@@ -920,11 +950,17 @@ def _location_options(args: argparse.Namespace) -> list[str]:
 
 
 def _shown(location: Path | str, process_id: str) -> str:
+    kept = _kept_at(location, process_id)
+    return f"run folder {kept}" if isinstance(location, Path) else f"in {kept}"
+
+
+def _kept_at(location: Path | str, process_id: str) -> str:
+    """Where a run is kept: its run folder, or the database (without its password)."""
     if isinstance(location, Path):
-        return f"run folder {location / process_id}"
+        return str(location / process_id)
     from todoflow.runtime.store.base import runs_at
 
-    return f"in {runs_at(location).location}"
+    return runs_at(location).location
 
 
 def _as_typed(learnings: Path, typed: str) -> Path:
@@ -985,21 +1021,29 @@ def db(args: argparse.Namespace) -> int:
     if not store:
         raise UnreadableError(f"`db {args.action}` needs --store postgresql://… (or ${STORE})")
     url = _database(store)
+    said = sys.stderr if args.format == "json" else sys.stdout  # stdout holds the JSON
     if args.action in ("init", "migrate"):
         before, after = pg_store.migrate(url, create=args.action == "init")
         if before == after:
-            print(f"{pg_store.shown(url)}: todoflow's schema is at version {after}")
+            print(f"{pg_store.shown(url)}: todoflow's schema is at version {after}", file=said)
         else:
-            print(f"{pg_store.shown(url)}: todoflow's schema went from version {before} to {after}")
-        return EXIT_OK
-    if not args.process_id:
-        print(f"todoflow: error: `db {args.action}` needs the RUN to move", file=sys.stderr)
-        return EXIT_USAGE
-    folders = runs_at(Path(args.run_dir or RUN_DIR))
-    database = runs_at(url)
-    source, target = (database, folders) if args.action == "export" else (folders, database)
-    process.copy_run(args.process_id, source, target)
-    print(
-        f"{args.action}ed run {args.process_id}: from {source.location} to {target.location}", file=sys.stderr
-    )
+            print(
+                f"{pg_store.shown(url)}: todoflow's schema went from version {before} to {after}", file=said
+            )
+        done = {"store": pg_store.shown(url), "schema_version": after, "schema_version_before": before}
+    else:
+        if not args.process_id:
+            print(f"todoflow: error: `db {args.action}` needs the RUN to move", file=sys.stderr)
+            return EXIT_USAGE
+        folders = runs_at(Path(args.run_dir or RUN_DIR))
+        database = runs_at(url)
+        source, target = (database, folders) if args.action == "export" else (folders, database)
+        process.copy_run(args.process_id, source, target)
+        print(
+            f"{args.action}ed run {args.process_id}: from {source.location} to {target.location}",
+            file=sys.stderr,
+        )
+        done = {"process_id": args.process_id, "from": source.location, "to": target.location}
+    if args.format == "json":
+        print(json.dumps({"action": args.action, **done}, indent=2, ensure_ascii=False))
     return EXIT_OK

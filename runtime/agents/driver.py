@@ -3,8 +3,8 @@
 It acts for the caller at intake when the step has a ready checklist (passing it on
 unchanged), records a blocked todo as the agent's `update_todo` (so the run says it is
 blocked and a script resumes after the block), and otherwise only relays. It returns
-how the run ended: `complete`, `blocked` or `stopped` (resumable), or `refused` (a
-script's reply was refused; resumable once the script is fixed).
+how the run ended (`Ending`): `complete`, `blocked` or `stopped` (resumable), or
+`refused` (a script's reply was refused; resumable once the script is fixed), with why.
 """
 
 from __future__ import annotations
@@ -24,6 +24,18 @@ if TYPE_CHECKING:
 PREVALIDATION_FAILED = "prevalidation failed: "  # how workspace.checked words a failed one
 
 
+class Ending(str):
+    """How a drive ended — `complete`, `blocked`, `stopped` or `refused`, compared as that
+    word — and why, in the words the driver printed (None: complete, or no reason given)."""
+
+    reason: str | None
+
+    def __new__(cls, kind: str, reason: str | None = None) -> Ending:
+        made = super().__new__(cls, kind)
+        made.reason = reason
+        return made
+
+
 def drive(
     engine: Engine,
     agent: Agent,
@@ -31,7 +43,7 @@ def drive(
     show_prompts: bool = False,
     fast_path_only: bool = False,
     observe: Callable[[], None] | None = None,
-) -> str:
+) -> Ending:
     """Run until the workflow completes or the agent stops; `show_prompts` prints each
     directive's rendered prompt (what an LLM agent would read) before the agent answers.
     A learn_code step tries its fast path first (`fast_path_only`: and nothing else).
@@ -47,7 +59,7 @@ def drive(
             continue
         if directive.blocked is not None:
             out.write(f"blocked: {directive.blocked}\n")
-            return "blocked"
+            return Ending("blocked", directive.blocked)
         if show_prompts:
             _show_prompt(directive, agent, out)
         answer, by = _answer(directive, agent)
@@ -56,11 +68,11 @@ def drive(
             if usage:
                 engine.record_usage(directive.attempt_id, usage)
             out.write("stopped\n" if answer == Stop() else f"stopped: {answer.reason}\n")  # `quit`: once
-            return "stopped"
+            return Ending("stopped", None if answer == Stop() else answer.reason)
         blocked = answer if isinstance(answer, Blocked) else None
         if blocked is not None and directive.todo_id is None:  # no todo to mark: just stop
             out.write(f"blocked: {blocked.reason}\nthe run stays on {directive.role}; resume it later\n")
-            return "blocked"
+            return Ending("blocked", blocked.reason)
         if blocked is not None:
             answer = _block(directive, blocked.reason)
         try:
@@ -68,16 +80,16 @@ def drive(
         except Refusal as refusal:
             out.write(f"refused: {refusal.reason}\n")
             if not agent.refused(refusal.reason):
-                return "refused"
+                return Ending("refused", refusal.reason)
             directive = refusal.directive
             continue
         agent.applied()
         if blocked is not None:
             out.write(f"blocked: {blocked.reason}\nthe run stays on {directive.role}; resume it later\n")
-            return "blocked"
+            return Ending("blocked", blocked.reason)
         out.write(_progress_line(directive))
     out.write(card_text(directive))
-    return "complete"
+    return Ending("complete")
 
 
 def _show_prompt(directive: Directive, agent: Agent, out: TextIO) -> None:

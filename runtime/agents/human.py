@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..directive import Directive
+from ..directive import TYPED, Directive
 from ..llm_choice import Usage
 from ..replies import TELEPORT
 from .base import Answer, Blocked, Stop, read_todos
@@ -102,7 +102,7 @@ class HumanAgent:
         return reply
 
     def _sub_agent(self, directive: Directive) -> Answer:
-        self.write.write(f"\n{directive.role}\n{directive.prompt()}")
+        self.write.write(f"\n{directive.role}\n{directive.prompt(TYPED)}")
         self.write.write(
             "  type the evidence, or `failed <reason>`, `update <todo> <status> [notes]`, `list`, "
             "`show <todo>`, `blocked <reason>`, `quit`\n"

@@ -356,21 +356,29 @@ class Runs(Protocol):
     def close(self) -> None: ...
 
 
-def final_todos(store: Store, step_ids: Iterable[str]) -> dict[str, Todos]:
-    """The todos.json of each finished todo_task step in `step_ids`, as the journal leaves
-    them (display only): the same for every store, whatever derived files it keeps."""
+class FinalChecklist(NamedTuple):
+    """A finished todo_task step's checklist as the journal leaves it: its todos.json, and
+    its tasks, which hold what todos.json does not (each task's constraints)."""
+
+    todos: Todos
+    tasks: tuple[Task, ...]
+
+
+def final_todos(store: Store, step_ids: Iterable[str]) -> dict[str, FinalChecklist]:
+    """The final checklist of each finished todo_task step in `step_ids`, as the journal
+    leaves it (display only): the same for every store, whatever derived files it keeps."""
     from ..events import todos
     from ..state import initial_state, replay
 
     wanted = set(step_ids)
-    found: dict[str, Todos] = {}
+    found: dict[str, FinalChecklist] = {}
     if not wanted:
         return found
     for applied in replay(store.plan, initial_state(store.plan, store.started_at), store.entries()):
         settled = applied.settled
         step = store.plan.step(settled.step_id or "")
         if settled.step_complete and step.id in wanted and step.kind == "todo_task":
-            found[step.id] = Todos.model_validate_json(todos(step, settled))
+            found[step.id] = FinalChecklist(Todos.model_validate_json(todos(step, settled)), settled.tasks)
     return found
 
 

@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from todoflow.compiler.canvas_text import FONT, LINE_HEIGHT, Lines, shorten, text_block, wrap, xml
-from todoflow.compiler.formats import Todos
 from todoflow.dsl.diagnostics import TodoflowError
 
 from ..directive import Directive
 from ..plan import RunStep
 from ..state import ProcessState
+from ..store.base import FinalChecklist
 
-NO_FINISHED: Mapping[str, Todos] = {}
+NO_FINISHED: Mapping[str, FinalChecklist] = {}
 MARKS = {"done": "✓", "current": "▶", "pending": "○"}
 SHOWN_TASKS = 12  # a longer list shows the tasks around the cursor and says how many more
 
@@ -37,7 +37,7 @@ class CardError(TodoflowError):
 
 
 def card_data(
-    directive: Directive, finished: Mapping[str, Todos] = NO_FINISHED, status: str | None = None
+    directive: Directive, finished: Mapping[str, FinalChecklist] = NO_FINISHED, status: str | None = None
 ) -> dict[str, Any]:
     """Every value the card shows; `finished` holds the final todos of finished steps,
     `status` the run's state (`Directive.status`; without it: as if nothing drove it)."""
@@ -99,6 +99,7 @@ def _checklist(state: ProcessState, step: RunStep | None) -> dict[str, Any]:
                 "action": t.action,
                 "state": "done" if index <= done else "current" if index == state.position else "pending",
                 "result": results[index - 1] if index <= len(results) and index <= done else None,
+                "constraints": list(t.constraints),
             }
             for index, t in enumerate(state.tasks, start=1)
         ],
@@ -106,8 +107,8 @@ def _checklist(state: ProcessState, step: RunStep | None) -> dict[str, Any]:
     }
 
 
-def _finished_step(step_id: str, todos: Todos | None) -> dict[str, Any]:
-    if todos is None:  # a regular step (one confirmation), or todos that could not be read
+def _finished_step(step_id: str, final: FinalChecklist | None) -> dict[str, Any]:
+    if final is None:  # a regular step (one confirmation), or todos that could not be read
         return {"id": step_id, "total": None, "done": None, "tasks": []}
     tasks = [
         {
@@ -115,13 +116,14 @@ def _finished_step(step_id: str, todos: Todos | None) -> dict[str, Any]:
             "action": todo.title,
             "state": "done" if todo.status == "completed" else "pending",
             "result": todo.result,
+            "constraints": list(task.constraints),
         }
-        for index, todo in enumerate(todos.todos, start=1)
+        for index, (todo, task) in enumerate(zip(final.todos.todos, final.tasks, strict=True), start=1)
     ]
     return {
         "id": step_id,
-        "total": todos.summary.total,
-        "done": todos.summary.completed,
+        "total": final.todos.summary.total,
+        "done": final.todos.summary.completed,
         "tasks": tasks,
     }
 
@@ -135,7 +137,9 @@ def _finished_line(step: Mapping[str, Any]) -> str:
 # -- terminal text ---------------------------------------------------------------------
 
 
-def card_text(directive: Directive, finished: Mapping[str, Todos] = NO_FINISHED, width: int = 78) -> str:
+def card_text(
+    directive: Directive, finished: Mapping[str, FinalChecklist] = NO_FINISHED, width: int = 78
+) -> str:
     data = card_data(directive, finished)
     step = data["step"]
     title = f"{directive.workflow.get('title', '')} — {directive.process_id}"
@@ -217,7 +221,7 @@ class _Column:
         self.y += amount
 
 
-def card_svg(directive: Directive, finished: Mapping[str, Todos] = NO_FINISHED) -> str:
+def card_svg(directive: Directive, finished: Mapping[str, FinalChecklist] = NO_FINISHED) -> str:
     """The run card as an SVG image: three blocks side by side, Checklist -> Prepare -> Work."""
     data = card_data(directive, finished)
     step, checklist, work = data["step"], data["checklist"], data["work"]

@@ -157,10 +157,16 @@ def _confirmation(entry: Confirm | SubAgentDone, iteration: int, agent: str) -> 
 
 
 def _todos(step: RunStep, settled: ProcessState, confirmed: Confirmations) -> list[dict[str, Any]]:
-    """The step's checklist as todos.json holds it, each item with its `confirmation`
-    (None: not confirmed; a revision may count a task done that nobody confirmed)."""
+    """The step's checklist as todos.json holds it, each item with its task's `constraints`
+    (when it has any: todos.json has no place for them) and its `confirmation` (None: not
+    confirmed; a revision may count a task done that nobody confirmed)."""
     items: list[dict[str, Any]] = json.loads(todos(step, settled))["todos"]
-    return [item | {"confirmation": confirmed.get(index)} for index, item in enumerate(items, start=1)]
+    return [
+        item
+        | ({"constraints": list(task.constraints)} if task.constraints else {})
+        | {"confirmation": confirmed.get(index)}
+        for index, (item, task) in enumerate(zip(items, settled.tasks, strict=True), start=1)
+    ]
 
 
 def _add(

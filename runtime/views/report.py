@@ -156,6 +156,7 @@ class TaskRow:
     position: int
     action: str
     expected_result: str
+    constraints: tuple[str, ...]  # as the ready checklist gave them
     priority: str
     status: str  # todos.json's: completed, in_progress, pending, blocked
     result: str | None
@@ -411,6 +412,7 @@ def _task(step: RunStep, item: Mapping[str, Any], own: str, iterations: Mapping[
         position=int(item["id"].removeprefix("todo_")),
         action=item["title"],
         expected_result=item["description"],
+        constraints=tuple(item.get("constraints", ())),
         priority=item["priority"],
         status=item["status"],
         result=item.get("result"),

@@ -195,13 +195,22 @@ def _task(task: TaskRow) -> str:
         f'<tr id="{task.anchor}">'
         f'<td><a href="#{task.anchor}">{task.position}</a></td>'
         f'<td><p class="action">{xml(task.action)}{priority}</p>'
-        f'<p class="expected"><span class="label">expected</span> {xml(task.expected_result)}</p></td>'
+        f'<p class="expected"><span class="label">expected</span> {xml(task.expected_result)}</p>'
+        f"{_constraints(task.constraints)}</td>"
         f"<td>{_status(task.status)}</td>"
         f"<td>{''.join(result)}</td>"
         f"<td>{by}</td>"
         f"<td>{when}</td>"
         "</tr>"
     )
+
+
+def _constraints(constraints: tuple[str, ...]) -> str:
+    """A task's constraints, as its ready checklist gave them (none: nothing shown)."""
+    if not constraints:
+        return ""
+    items = "".join(f"<li>{xml(c)}</li>" for c in constraints)
+    return f'<div class="constraints"><span class="label">constraints</span><ul>{items}</ul></div>'
 
 
 def _who(who: Who) -> str:
@@ -392,6 +401,7 @@ table.checklist {{ width: 100%; border-collapse: collapse; table-layout: fixed; 
 .expected {{ color: #475569; }}
 .result {{ color: #15803d; }}
 .priority {{ font-size: 11px; color: #9a3412; font-weight: normal; }}
+.constraints ul {{ margin: 2px 0 0 0; padding-left: 18px; font-size: 12px; }}
 .who.orchestrator {{ color: #6d28d9; }}
 .who.route {{ color: #0e7490; }}
 .who.generic {{ color: #b45309; }}

@@ -92,6 +92,36 @@ def test_todo_task_facts_name_routes_agent_checklist_inputs_and_outputs() -> Non
     assert "checklist: 4 tasks" in release and "1 route #183; generic agent on" in release
 
 
+@pytest.mark.parametrize("fmt", ["mermaid", "dot", "svg"])
+def test_the_canvas_shows_learn_code_each_steps_llm_and_turn_bound(fmt: str) -> None:
+    """Issue 26, small things: what a step runs with, in every format, in the language's words."""
+    from todoflow.compiler.canvas import renderers
+
+    release = _workflow(FIXTURES.parent.parent / "examples" / "release.todoflow")
+    ship = plan_canvas(release).node("s2_ship")
+    assert (ship.mode, ship.llm, ship.conditional_llm, ship.max_turns) == (
+        "learn_code",
+        "vertex:gemini-2.5-pro",
+        "openai:gpt-4.1-mini",
+        100,
+    )
+    text = renderers()[fmt](plan_canvas(release), "LR")
+    for fact in ("mode learn_code", "llm vertex:gemini-2.5-pro", "conditional_llm openai:gpt-4.1-mini"):
+        assert fact in text, fact
+    assert text.count("max_turns 100") == 1  # the todo_task step's; a regular step has no turns
+    plain = plan_canvas(_workflow(JUMPS)).node("s3_c")
+    assert (plain.mode, plain.llm, plain.max_turns) == (None, None, None)
+
+
+def test_the_steps_end_and_the_workflows_end_are_told_apart() -> None:
+    """Issue 26, small things: a todo_task step's final state is drawn `Done` (as a regular
+    step's), so `End` is the workflow's alone."""
+    machine = workflow_machine(_workflow(JUMPS))
+    labels = [s.name for s in machine.all_states() if s.final]
+    assert labels.count("End") == 1 and labels.count("Done") == len(labels) - 1
+    assert sum(line.strip().startswith('state "End"') for line in markdown(machine).splitlines()) == 1
+
+
 @pytest.mark.parametrize("direction", ["LR", "TB"])
 @pytest.mark.parametrize("fmt", ["mermaid", "md", "dot", "svg", "html"])
 def test_plan_view_is_deterministic(fmt: str, direction: str) -> None:

@@ -18,6 +18,7 @@ from todoflow.compiler.prompts import (
 )
 from todoflow.dsl.ast import PROMPT_KINDS
 from todoflow.dsl.spans import Span
+from todoflow.runtime.directive import MCP_STEP
 
 from ..conftest import ROOT
 
@@ -76,6 +77,7 @@ def _sample(kind: str) -> dict[str, Any]:
         "todo_id": "todo_1",
         "turns": {"used": 3, "allowed": 10},
         "last_delegation": {"todo_id": "todo_1", "agent": "build", "passed": False, "reason": "no dist/"},
+        "reply": MCP_STEP._asdict(),
         "learnings": [
             {
                 "id": "p:4",

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from todoflow.runtime import process
+from todoflow.runtime.directive import TYPED
 from todoflow.runtime.engine import Engine, Refusal
 from todoflow.runtime.llm_choice import LlmChoices, select_llm
 from todoflow.runtime.plan import AgentConfigs, Llm
@@ -122,6 +123,33 @@ def test_a_delegation_to_a_route_is_prevalidated_then_recorded_as_a_learning(tmp
     assert (completed["completed_by"], completed["agent"]) == ("orchestrator", "compile")
     todos = json.loads((folder / "todos" / "build.json").read_text())
     assert todos["todos"][0]["assigned_agent"] == "compile" and todos["todos"][0]["status"] == "completed"
+
+
+def test_each_reader_of_a_prompt_is_told_the_tool_it_has(tmp_path: Path) -> None:
+    """Issue 26: the work and sub-agent prompts said `complete_todo` and `report_failure`
+    to every reader; an MCP client confirms through `step` (a person by typing), so each
+    is told its own way, and the LLM agent's prompt stays as it was."""
+    engine = _started(tmp_path)
+    work = engine.directive()
+    assert "Confirm with `complete_todo`:\n`evidence` (concrete proof for this task) and `result`" in (
+        work.prompt()
+    )
+    mcp = work.to_json()["prompt"]
+    assert "Confirm with the `step` tool:\n`evidence` (concrete proof for this task) and " in mcp
+    assert "`progress_execution_outcome` (a short display summary)" in mcp and "complete_todo" not in mcp
+    delegated = _step(engine, _delegate())
+    sub_mcp = delegated.to_json()["prompt"]
+    assert "confirm with the `step` tool: `evidence`" in sub_mcp
+    assert "call `step` with `failed`: the reason." in sub_mcp
+    assert "complete_todo" not in sub_mcp and "report_failure" not in sub_mcp
+    sub_llm = delegated.prompt()
+    assert "confirm with `complete_todo`: `evidence`" in sub_llm
+    assert "call `report_failure` with the reason." in sub_llm
+    sub_person = delegated.prompt(TYPED)
+    assert "confirm with what you type: the evidence (concrete proof" in sub_person
+    assert "type `failed <reason>`." in sub_person and "`step`" not in sub_person
+    assert "complete_todo" not in sub_person and "report_failure" not in sub_person
+    engine.close()
 
 
 def test_the_generic_agent_has_no_prevalidation_and_no_learning(tmp_path: Path) -> None:

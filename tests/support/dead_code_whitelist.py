@@ -20,6 +20,7 @@ _.parameters
 _.open_ticket, _.get_ticket, _.echo_env, _.echo_header
 # Jinja's sandbox reads the operators it intercepts, and its loader protocol
 _.intercepted_binops
+_.give_back  # runtime/directive.py: a Reader field, read by the work and sub_agent templates (`reply`)
 _.get_source
 # Pygments finds a lexer by these class attributes
 _.aliases, _.filenames, _.mimetypes

@@ -304,7 +304,7 @@ def test_the_prompts_carry_the_todo_and_name_the_tools_offered(tmp_path: Path) -
         done = _run(tmp_path, "--show-prompts")
     assert done.returncode == 0, done.stdout + done.stderr
     sub = fake.texts(1)
-    assert "Your todo: todo_1." in sub and "call `complete_todo` with `evidence`" in sub
+    assert "Your todo: todo_1." in sub and "confirm with `complete_todo`: `evidence`" in sub
     assert "call `report_failure` with the reason" in sub and "`failed`" not in sub
     tools = "complete_todo, update_todo, report_failure, " + WORKSPACE_TOOLS
     assert sub.rstrip().endswith(f"todo: todo_1\ntools: [{tools}]")

@@ -100,3 +100,49 @@ def test_png_without_a_browser_says_what_to_install(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "--png needs a Chromium or Chrome browser" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "card.png").exists()
+
+
+def test_status_json_gives_each_task_its_constraints(tmp_path: Path) -> None:
+    """Issue 26, small things: the constraints of a ready checklist's tasks, while the step
+    runs and once it is finished (where todos.json, which has no place for them, is not
+    what they are read from)."""
+    (tmp_path / "branch.json").write_text("{}")
+    typed = "made the branch\nbranch created\nquit\n"  # stops at ship's first task
+    assert run_cli("run", str(EXAMPLE), "--agent", "human", stdin=typed, cwd=tmp_path).returncode == 3
+    (run,) = (tmp_path / ".todoflow" / "runs").iterdir()
+    running = json.loads(run_cli("status", run.name, "--json", cwd=tmp_path).stdout)
+    rule = ["Never push to main directly"]
+    assert {t["action"]: t["constraints"] for t in running["checklist"]["tasks"]} == {
+        "Build wheels and sdist": rule,
+        "Write release notes": [],
+        "Tag the release": rule,
+        "Announce on the mailing list": [],
+    }
+    (tmp_path / "done").mkdir()
+    done = _complete_release(tmp_path / "done")
+    card = json.loads(run_cli("status", done.name, "--json", cwd=tmp_path / "done").stdout)
+    constrained = [t["action"] for t in card["checklist"]["tasks"] if t["constraints"] == rule]
+    assert constrained == ["Build wheels and sdist", "Tag the release"]
+    (ship,) = [s for s in card["finished_steps"] if s["id"] == "ship"]
+    assert [t["constraints"] for t in ship["tasks"]] == [t["constraints"] for t in card["checklist"]["tasks"]]
+
+
+def test_a_created_todo_is_counted_and_no_summary_says_otherwise(tmp_path: Path) -> None:
+    """Issue 26, small things: after create_todo the card counts 4 tasks, and the summary
+    the caller wrote for the ready checklist holds no count of 3 beside them."""
+    flow = 'workflow w "W" {\n    todo_task t "T" {\n        tasks {\n'
+    flow += "".join(f'            "do {n}" => "{n} done"\n' for n in (1, 2, 3)) + "        }\n    }\n}\n"
+    engine, store = start(tmp_path, flow)
+    try:
+        directive = engine.directive()
+        directive = engine.step(directive.attempt_id, directive.ready_reply() or {}, "caller")
+        created = {"create_todo": {"title": "do 4", "description": "4 done"}}
+        *_, at_four = walk(engine, [created, confirm(1), confirm(2), confirm(3)])
+        working = card_text(at_four)
+        done = engine.step(at_four.attempt_id, confirm(4))
+        image = card_svg(done, final_todos(engine.store, done.state.completed_steps))
+    finally:
+        store.close()
+    assert "[Checklist] 3/4 done — the ready checklist, passed on unchanged" in working
+    assert "[Prepare]   task 4 of 4" in working
+    assert "4/4 done (t)" in image and "3 ordered tasks" not in image

@@ -361,6 +361,25 @@ def test_a_blocked_run_says_why(tmp_path: Path) -> None:
     assert report.where.startswith("step build: step `build` has used all 8 of its orchestrator turns")
 
 
+def test_each_task_shows_the_constraints_its_ready_checklist_gave_it(tmp_path: Path) -> None:
+    """Issue 26, small things: the report's checklist shows each task's constraints."""
+    replies = EXAMPLES[0].parent / "replies" / "release.yaml"
+    release = EXAMPLES[0].parent / "release.todoflow"
+    assert run_cli("run", str(release), "--agent", f"scripted:{replies}", cwd=tmp_path).returncode == 0
+    (run,) = (tmp_path / ".todoflow" / "runs").iterdir()
+    report = run_report(read_run(run.parent, run.name))
+    ship = next(s for s in report.steps if s.step_id == "ship")
+    rule = ("Never push to main directly",)
+    assert [(t.action, t.constraints) for t in ship.tasks if t.constraints] == [
+        ("Build wheels and sdist", rule),
+        ("Tag the release", rule),
+    ]
+    page = render(report)
+    assert (
+        page.count('<span class="label">constraints</span><ul><li>Never push to main directly</li></ul>') == 2
+    )
+
+
 # -- the log's todos ----------------------------------------------------------------------
 
 

@@ -485,18 +485,24 @@ class FolderStore:
     def _write_todos(self, state: ProcessState, only_if_changed: bool = False) -> None:
         """Refresh todos/<step>.json of the state's step (a todo_task step with a checklist),
         under the process lock. A completed step's final todos fill the step's spare file."""
-        if state.step_id is None or not state.tasks:
+        found = self._todos_of(state)
+        if found is None:
             return
-        step = self.plan.step(state.step_id)
-        if step.kind != "todo_task":
-            return
-        folder = self.folder / TODOS
-        path = folder / f"{step.id}.json"
-        text = todos(step, state)
+        path, text = found
         if only_if_changed and _reads(path) == text:
             return
-        spare = _spare(folder, step.id) if state.step_complete else None
+        spare = _spare(path.parent, path.stem) if state.step_complete else None
         write_atomically(path, text, spare)
+
+    def _todos_of(self, state: ProcessState) -> tuple[Path, str] | None:
+        """todos/<step>.json of the state's step and the text it holds now (None: the step
+        is not a todo_task step with a checklist)."""
+        if state.step_id is None or not state.tasks:
+            return None
+        step = self.plan.step(state.step_id)
+        if step.kind != "todo_task":
+            return None
+        return self.folder / TODOS / f"{step.id}.json", todos(step, state)
 
     def _record_learnings(self, applied: Iterable[Applied]) -> None:
         """The learning of each validated delegation to a route, written unless it is
@@ -530,16 +536,41 @@ class FolderStore:
     # -- derived files after a crash ---------------------------------------------------
 
     def repair(self) -> bool:
-        """Rebuild events.jsonl and todos/ from the journal if a crash left them behind it;
-        True when something was rebuilt. Writes nothing when they are current."""
+        """Rebuild events.jsonl, todos/ and the learnings from the journal where a crash or
+        a full disk left them behind it; True when something was rebuilt. When they are
+        current this writes nothing and opens nothing for writing (a run folder on a
+        read-only mount opens). What cannot be written (a full disk, a read-only folder) is
+        logged and left to the next writer; `gaps` says what is missing."""
         with self.locked() as state:
-            self._open_for_writing()
-            return self._repair_locked(state)
+            if not self._writer and not self._behind(state):
+                return False
+            try:
+                self._open_for_writing()
+            except StoreError as error:
+                log.warning("run %s: derived files behind the journal, not repaired: %s", self.process_id, error)
+                return False
+            rebuilt: list[bool] = []
+            self._derive_quietly(lambda: rebuilt.append(self._repair_locked(state)))
+            return rebuilt == [True]
+
+    def _behind(self, state: ProcessState) -> bool:
+        """Whether a crash or a full disk left something for a repair, read only: a torn
+        last line, events.jsonl not ending with the last entry's events, a learning it
+        records missing from the learnings, the current step's todos stale."""
+        data = _reads(self.folder / EVENTS)
+        todos_now = self._todos_of(state)
+        return (
+            bool(self._torn)
+            or not self._events_match(state, data)
+            or self._learnings_missing(data)
+            or (todos_now is not None and _reads(todos_now[0]) != todos_now[1])
+        )
 
     def _repair_locked(self, state: ProcessState) -> bool:
         """Under the lock, as a writer: leftovers of interrupted replaces removed, the torn
         last line erased, events.jsonl verified entry by entry against the journal and
-        rebuilt if any entry's events are missing, the current step's todos refreshed."""
+        rebuilt if any entry's events are missing (the learnings with them), a learning
+        it records but the learnings lack written again, the current step's todos refreshed."""
         for leftover in [*self.folder.glob(".*.*"), *self.folder.glob(f"{TODOS}/.*.*")]:
             if not leftover.name.startswith(".spare-"):
                 leftover.unlink(missing_ok=True)
@@ -547,21 +578,46 @@ class FolderStore:
             os.pwrite(self._journal, b"\0" * self._torn, self._offset)
             os.fsync(self._journal)
             self._torn = 0
-        rebuilt = not self._events_match(state)
+        data = _reads(self.folder / EVENTS)
+        rebuilt = not self._events_match(state, data)
         if rebuilt:
             self._rebuild_events()
         else:
             self._pending = [self._last_applied] if self._last_applied is not None else []
+            if self._learnings_missing(data):
+                self._record_learnings(self._replayed_all(state.seq))
+                rebuilt = True
         self._write_todos(state, only_if_changed=True)
         self._repaired, self._todos_behind = True, False
         return rebuilt
 
-    def _events_match(self, state: ProcessState) -> bool:
-        """Whether events.jsonl holds the events of every journal entry, 1 to the last, in
-        order, and ends with exactly the last entry's events (a crash can cut a batch at
-        the end of a line inside one entry's events)."""
-        path = self.folder / EVENTS
-        data = _reads(path)
+    def _learnings_missing(self, data: str | None) -> bool:
+        """Whether a learning events.jsonl records (`TodoTaskLearningRecorded`) is missing
+        from the learnings: written before its events, it is there unless removed since."""
+        if self.learnings is None or not data or _RECORDED not in data:
+            return False
+        named: dict[str, set[str]] = {}
+        for line in data.splitlines():
+            if line.startswith(_RECORDED):
+                event = json.loads(line)
+                named.setdefault(event["sub_step_id"], set()).add(event["learning_id"])
+        try:
+            return any(
+                not ids <= {record.id for record in self.learnings.records(sub_step)}
+                for sub_step, ids in named.items()
+            )
+        except LearningError:
+            return False  # a learnings folder that cannot be read: `gaps` says so
+
+    def _replayed_all(self, last: int) -> list[Applied]:
+        """Every entry of the journal, up to `last`, with the states before and after it."""
+        start = initial_state(self.plan, self.started_at)
+        return list(replay(self.plan, start, self._entries(0, last)))
+
+    def _events_match(self, state: ProcessState, data: str | None) -> bool:
+        """Whether events.jsonl (`data`) holds the events of every journal entry, 1 to the
+        last, in order, and ends with exactly the last entry's events (a crash can cut a
+        batch at the end of a line inside one entry's events)."""
         if state.seq == 0:
             return not data
         if data is None or self._last_applied is None or self._last_applied.seq != state.seq:
@@ -575,8 +631,7 @@ class FolderStore:
 
     def _rebuild_events(self) -> None:
         """events.jsonl, and the todos of every completed step, made again from the journal."""
-        start = initial_state(self.plan, self.started_at)
-        replayed = list(replay(self.plan, start, self._entries(0, self._state.seq if self._state else 0)))
+        replayed = self._replayed_all(self._state.seq if self._state else 0)
         for applied in replayed:
             if applied.settled.step_complete:
                 self._write_todos(applied.settled, only_if_changed=True)
@@ -594,8 +649,7 @@ class FolderStore:
         match): events.jsonl exactly the events of every entry, the todos of every
         completed todo_task step, the learning of every validated delegation. Reads only."""
         with self.locked() as state:
-            start = initial_state(self.plan, self.started_at)
-            replayed = list(replay(self.plan, start, self._entries(0, state.seq)))
+            replayed = self._replayed_all(state.seq)
             return [*self._events_gap(replayed), *self._todos_gaps(replayed), *self._learnings_gap(replayed)]
 
     def _events_gap(self, replayed: Sequence[Applied]) -> list[str]:
@@ -656,6 +710,7 @@ class FolderStore:
 
 
 _SEQ_HEAD = re.compile(rb'\{"seq":(\d+),')  # how every journal line starts
+_RECORDED = '{"event":"TodoTaskLearningRecorded",'  # how a learning's event starts its line
 # every line of events.jsonl starts `{"event":"…","process_id":"…","seq":N,` (its field order)
 _SEQ = re.compile(r'^\{"event":"[^"\n]*","process_id":"(?:[^"\\\n]|\\.)*","seq":(\d+),', re.M)
 

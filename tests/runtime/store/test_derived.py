@@ -139,7 +139,10 @@ def test_a_repair_on_a_full_disk_is_logged_and_the_run_still_opens(
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(folder_module, "write_atomically", full)
-    with caplog.at_level(logging.WARNING, "todoflow.store"), todoflow.resume(run.name, run_dir=run.parent) as engine:
+    with (
+        caplog.at_level(logging.WARNING, "todoflow.store"),
+        todoflow.resume(run.name, run_dir=run.parent) as engine,
+    ):
         assert engine.directive().completed
     assert "derived files not written (No space left on device)" in caplog.text
     monkeypatch.undo()

@@ -105,13 +105,14 @@ def open_process(where: Path | str | Runs, process_id: str, clock: Clock = utc_n
 
 
 def resume_process(where: Path | str | Runs, process_id: str, clock: Clock = utc_now) -> Engine:
-    """The engine of an existing run, to drive it (`todoflow.resume`, `run --resume`,
-    `serve`): opened as `open_process` opens it, then its derived files brought up to its
-    journal (`Engine.repair`), since a complete run gets no next step to do that. A
-    damaged run raises `DamagedRun` here; derived files that cannot be written are logged."""
+    """The engine of an existing run, to drive it (`todoflow.resume`, `serve`): opened as
+    `open_process` opens it, then what a crash or a full disk left behind in its derived
+    files repaired (`Engine.repair(quick=True)`), since a complete run gets no next step
+    to do that. A damaged run raises `DamagedRun` here; derived files that cannot be
+    written are logged."""
     engine = open_process(where, process_id, clock)[0]
     try:
-        engine.repair()
+        engine.repair(quick=True)
     except BaseException:
         engine.close()
         raise

@@ -486,12 +486,13 @@ def _resume(args: argparse.Namespace, given: AgentSpec | None, closing: contextl
             file=sys.stderr,
         )
         return EXIT_ERRORS
-    engine = process.resume_process(runs, args.resume)  # a damaged run is refused here
+    engine = process.open_process(runs, args.resume)[0]
     spec = given or AgentSpec.parse(meta.agent or "human")
     folder = Path(meta.source).parent if Path(meta.source).is_absolute() else Path(meta.workspace)
     args.config = args.config or meta.config  # the configuration the run started with
     _config_changed(meta, args.config)
     try:
+        engine.directive()  # a damaged run is refused first, saying what is wrong
         servers = _mcp_servers(args, spec, folder, closing)
         agent = _agent(spec, engine.plan, engine.llms, engine.workspace, folder, args, servers)
         for each in servers:  # the pre-flight: one that does not start is an error
@@ -499,6 +500,7 @@ def _resume(args: argparse.Namespace, given: AgentSpec | None, closing: contextl
     except BaseException:
         engine.close()
         raise
+    engine.repair()
     if args.max_turns is not None:
         directive = engine.directive()
         engine.raise_turns(directive.attempt_id, args.max_turns)

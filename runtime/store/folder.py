@@ -485,24 +485,18 @@ class FolderStore:
     def _write_todos(self, state: ProcessState, only_if_changed: bool = False) -> None:
         """Refresh todos/<step>.json of the state's step (a todo_task step with a checklist),
         under the process lock. A completed step's final todos fill the step's spare file."""
-        found = self._todos_of(state)
-        if found is None:
-            return
-        path, text = found
-        if only_if_changed and _reads(path) == text:
-            return
-        spare = _spare(path.parent, path.stem) if state.step_complete else None
-        write_atomically(path, text, spare)
-
-    def _todos_of(self, state: ProcessState) -> tuple[Path, str] | None:
-        """todos/<step>.json of the state's step and the text it holds now (None: the step
-        is not a todo_task step with a checklist)."""
         if state.step_id is None or not state.tasks:
-            return None
+            return
         step = self.plan.step(state.step_id)
         if step.kind != "todo_task":
-            return None
-        return self.folder / TODOS / f"{step.id}.json", todos(step, state)
+            return
+        folder = self.folder / TODOS
+        path = folder / f"{step.id}.json"
+        text = todos(step, state)
+        if only_if_changed and _reads(path) == text:
+            return
+        spare = _spare(folder, step.id) if state.step_complete else None
+        write_atomically(path, text, spare)
 
     def _record_learnings(self, applied: Iterable[Applied]) -> None:
         """The learning of each validated delegation to a route, written unless it is
@@ -535,36 +529,39 @@ class FolderStore:
 
     # -- derived files after a crash ---------------------------------------------------
 
-    def repair(self) -> bool:
+    def repair(self, quick: bool = False) -> bool:
         """Rebuild events.jsonl, todos/ and the learnings from the journal where a crash or
-        a full disk left them behind it; True when something was rebuilt. When they are
-        current this writes nothing and opens nothing for writing (a run folder on a
-        read-only mount opens). What cannot be written (a full disk, a read-only folder) is
-        logged and left to the next writer; `gaps` says what is missing."""
+        a full disk left them behind it; True when something was rebuilt. Every entry's
+        events are checked, and every learning events.jsonl records. `quick` (a program
+        opening a run to drive it): only a complete run, and only when the end of its
+        events.jsonl shows a crash's mark, looked at without opening anything for writing,
+        so opening costs a small read and writes nothing. What cannot be written (a full
+        disk, a read-only folder) is logged and left to the next writer (`gaps`)."""
         with self.locked() as state:
-            if not self._writer and not self._behind(state):
+            if quick and not self._writer and not self._behind(state):
                 return False
             try:
                 self._open_for_writing()
             except StoreError as error:
-                log.warning("run %s: derived files behind the journal, not repaired: %s", self.process_id, error)
+                log.warning("run %s: derived files not repaired: %s", self.process_id, error)
                 return False
             rebuilt: list[bool] = []
             self._derive_quietly(lambda: rebuilt.append(self._repair_locked(state)))
             return rebuilt == [True]
 
     def _behind(self, state: ProcessState) -> bool:
-        """Whether a crash or a full disk left something for a repair, read only: a torn
-        last line, events.jsonl not ending with the last entry's events, a learning it
-        records missing from the learnings, the current step's todos stale."""
-        data = _reads(self.folder / EVENTS)
-        todos_now = self._todos_of(state)
-        return (
-            bool(self._torn)
-            or not self._events_match(state, data)
-            or self._learnings_missing(data)
-            or (todos_now is not None and _reads(todos_now[0]) != todos_now[1])
-        )
+        """`repair(quick=True)`'s look, at a complete run only (one that is not gets a next
+        step, which repairs first), reading the end of events.jsonl: whether it ends with
+        exactly the last entry's events. Its writers append events in journal order after
+        the todos and learnings of their entries and replace the file whole, so what a
+        crash or a full disk leaves behind shows at its end."""
+        last = self._last_applied
+        if not state.finished or state.seq == 0:
+            return False
+        if self._torn or last is None or last.seq != state.seq:
+            return True
+        lines = _event_lines(self.plan, self.process_id, [last])
+        return _tail(self.folder / EVENTS, len(lines) + 1) not in (lines, b"\n" + lines)
 
     def _repair_locked(self, state: ProcessState) -> bool:
         """Under the lock, as a writer: leftovers of interrupted replaces removed, the torn
@@ -771,6 +768,16 @@ def _reads_bytes(path: Path) -> bytes | None:
         return path.read_bytes()
     except OSError:
         return None
+
+
+def _tail(path: Path, size: int) -> bytes:
+    """The last `size` bytes of a file (fewer if it is shorter; none if it is missing)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - size))
+            return handle.read()
+    except OSError:
+        return b""
 
 
 def _reads(path: Path) -> str | None:

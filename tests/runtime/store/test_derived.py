@@ -96,6 +96,17 @@ def test_resuming_a_complete_run_from_python_repairs_its_derived_files_at_once(t
     assert learning.exists()
 
 
+def test_resuming_repairs_events_cut_at_a_line_inside_the_last_entrys_events(tmp_path: Path) -> None:
+    """The quick look at the end of events.jsonl sees a batch cut at a line boundary too."""
+    run = _finished_run(tmp_path)
+    whole = (run / "events.jsonl").read_bytes()
+    (run / "events.jsonl").write_bytes(whole[: whole.rfind(b"\n", 0, -1) + 1])
+    assert _gaps(run) != []
+    with todoflow.resume(run.name, run_dir=run.parent):
+        pass
+    assert (run / "events.jsonl").read_bytes() == whole
+
+
 def test_opening_a_run_to_drive_it_writes_nothing_when_its_derived_files_are_current(tmp_path: Path) -> None:
     run = _finished_run(tmp_path)
     before = folder_digest(run), folder_digest(tmp_path / "learnings")

@@ -47,6 +47,7 @@ CONVERTED = "replies:\n" + (  # the sub-agent's answer to any delegation, howeve
     '  - {files: {converted.log: "done\\n"}, evidence: "converted", progress_execution_outcome: "ok"}\n' * 60
 )
 VOLATILE = {"seq", "at", "runner", "group"}  # what differs between two runs' journals
+FULL = 1 << 20  # full-disk cases draw from seeds this far past the kill cases'
 
 
 @dataclass(frozen=True)
@@ -351,10 +352,10 @@ class Tally:
     def summary(self, seconds: float) -> str:
         runs = ", ".join(f"{name} {n}" for name, n in sorted(self.runs.items()))
         return (
-            f"{self.killed()} kills ({self.kills['timed']} timed, {self.kills['operation']} at a "
-            f"store operation) in {sum(self.runs.values())} runs ({runs}); {self.full_disk} full-disk runs, "
-            f"{self.lacked} of them finished lacking derived files, then made whole by todoflow.resume; "
-            f"{len(self.failed)} failed; {seconds:.0f} s"
+            f"{self.killed()} kills ({self.kills['timed']} timed, {self.kills['operation']} at a store "
+            f"operation) in {sum(self.runs.values()) - self.full_disk} runs, and {self.full_disk} full-disk "
+            f"runs ({runs} in all); {self.lacked} of the full-disk runs finished lacking derived files, "
+            f"then made whole by todoflow.resume; {len(self.failed)} failed; {seconds:.0f} s"
         )
 
 
@@ -370,30 +371,30 @@ class Options:
 
 def loop(options: Options) -> Tally:
     """Kill runs until `options.kills` kills landed, then the full-disk runs; every run
-    verified. Cases alternate between the scenarios; case N uses seed + N."""
+    verified. Cases alternate between the scenarios; kill case N uses seed + N, full-disk
+    case N seed + FULL + N (the same points whatever the kills before them)."""
     options.scratch.mkdir(parents=True, exist_ok=True)
     kinds = scenarios()
     timings = {s.name: reference(options.scratch, s) for s in kinds}
     tally = Tally()
-    numbers = iter(range(1 << 30))
 
     def case(number: int, full: bool) -> Case:
         scenario = kinds[number % len(kinds)]
-        chance = random.Random(options.seed + number)
+        chance = random.Random(options.seed + number + (FULL if full else 0))
         folder = (options.scratch / f"{'full' if full else 'kill'}-{number}").resolve()
         make = full_disk_case if full else killed_case
         return make(folder, scenario, timings[scenario.name], chance)
 
     with ThreadPoolExecutor(options.workers) as pool:
         pending: set[Future[Case]] = set()
-        fulls = 0
-        while pending or tally.killed() < options.kills or fulls < options.full_disk:
+        started = Counter[bool]()
+        while pending or tally.killed() < options.kills or started[True] < options.full_disk:
             while len(pending) < options.workers and (
-                tally.killed() < options.kills or fulls < options.full_disk
+                tally.killed() < options.kills or started[True] < options.full_disk
             ):
                 full = tally.killed() >= options.kills
-                pending.add(pool.submit(case, next(numbers), full))
-                fulls += full
+                pending.add(pool.submit(case, started[full], full))
+                started[full] += 1
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 tally.add(future.result(), options.keep)

@@ -137,11 +137,13 @@ class Engine:
         """Release the store's files (a run folder's derived files are brought up to date)."""
         self.store.close()
 
-    def repair(self) -> bool:
-        """Bring the derived files (events, todos) up to the journal, if a crash left them
-        behind; writes nothing when they are current. A store also does this before its
-        first step, so only a driver that may not step (a complete run) needs to ask."""
-        return self.store.repair() if isinstance(self.store, Derived) else False
+    def repair(self, quick: bool = False) -> bool:
+        """Bring the derived files (events, todos, learnings) up to the journal, if a crash
+        or a full disk left them behind; writes nothing when they are current, and what
+        cannot be written is logged. A store also does this before its first step; a
+        driver asks when it opens a run (`process.resume_process`: `quick`, only what the
+        ends of the files show), since a complete run gets no next step."""
+        return self.store.repair(quick) if isinstance(self.store, Derived) else False
 
     def gaps(self) -> list[str]:
         """What the store's derived files (events, todos, learnings) lack against the

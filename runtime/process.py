@@ -3,7 +3,8 @@
 `start(definition, where, ...)` makes a run from a `RunDefinition` at a store location
 (its meta, run.json, is built here and nowhere else) and returns the run's engine;
 `open_process(where, process_id)` opens an existing run, for stepping or for looking at
-it, which writes nothing. A store location is a path (a folder of run folders, the
+it, which writes nothing; `resume_process` opens one to drive it, repairing first what a
+crash left behind in its derived files. A store location is a path (a folder of run folders, the
 default `.todoflow/runs`) or a URL whose scheme names its adapter
 (`store.base.runs_at`: `postgresql://…`, `memory://…`).
 """
@@ -101,6 +102,21 @@ def open_process(where: Path | str | Runs, process_id: str, clock: Clock = utc_n
         store, Path(meta.workspace), workflow, clock, llms, learnings, meta.fast_path_only, scripts
     )
     return engine, store
+
+
+def resume_process(where: Path | str | Runs, process_id: str, clock: Clock = utc_now) -> Engine:
+    """The engine of an existing run, to drive it (`todoflow.resume`, `serve`): opened as
+    `open_process` opens it, then what a crash or a full disk left behind in its derived
+    files repaired (`Engine.repair(quick=True)`), since a complete run gets no next step
+    to do that. A damaged run raises `DamagedRun` here; derived files that cannot be
+    written are logged."""
+    engine = open_process(where, process_id, clock)[0]
+    try:
+        engine.repair(quick=True)
+    except BaseException:
+        engine.close()
+        raise
+    return engine
 
 
 def copy_run(process_id: str, source: Runs, target: Runs) -> None:

@@ -243,10 +243,12 @@ def _mcp_servers(folder: Path, closing: contextlib.ExitStack) -> tuple[McpToolse
 
 
 def resume(process_id: str, *, run_dir: str | os.PathLike[str] = RUN_DIR) -> Engine:
-    """The engine of an existing run, to continue it (from any process, after any crash)."""
+    """The engine of an existing run, to continue it (from any process, after any crash).
+    Derived files a crash or a full disk left behind the journal (events.jsonl, todos,
+    learnings) are rebuilt as it opens; when they are current nothing is written."""
     from todoflow.runtime import process
 
-    return process.open_process(Path(run_dir), process_id)[0]
+    return process.resume_process(Path(run_dir), process_id)
 
 
 def _reading(source: str | os.PathLike[str]) -> Reading:

@@ -92,8 +92,8 @@ def due(engine: Engine, directive: Directive, fast_path_only: bool) -> tuple[Run
             )
         interrupted(engine, step)
         directive = engine.directive()
-    if fast_path_only and directive.state.fast_path is None and directive.node != "intake":
-        return step, directive  # its intake passed on, its script never started: a runner killed between
+    if fast_path_only and directive.node != "intake":  # not running (failed above, if it was)
+        return step, directive  # its intake passed on (again, after a failure), its script never started
     if (directive.state.fast_path == "failed" and not fast_path_only) or directive.node != "intake":
         return None, directive
     if directive.state.fast_path == "failed" and script_of(engine, step) is None:  # nothing new to try

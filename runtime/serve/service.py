@@ -214,7 +214,7 @@ class _Engines:
     def _open_run(self, key: str) -> _Open:
         for last in (False, True):
             try:
-                return self._opened(process.open_process(self.runs, key)[0])
+                return self._opened(process.resume_process(self.runs, key))  # a driver: repaired
             except TodoflowError as error:
                 raise ServeError(str(error)) from None
             except OSError as error:

@@ -245,8 +245,9 @@ class Derived(Protocol):
     """A store that keeps files derived from the journal (events, todos), which a crash can
     leave behind it."""
 
-    def repair(self) -> bool:
-        """Bring the derived files up to the journal; True when something was rebuilt."""
+    def repair(self, quick: bool = False) -> bool:
+        """Bring the derived files up to the journal; True when something was rebuilt
+        (`quick`: only if the ends of the files show a crash's mark)."""
         ...
 
     def gaps(self) -> list[str]:

@@ -532,17 +532,45 @@ class FolderStore:
 
     # -- derived files after a crash ---------------------------------------------------
 
-    def repair(self) -> bool:
-        """Rebuild events.jsonl and todos/ from the journal if a crash left them behind it;
-        True when something was rebuilt. Writes nothing when they are current."""
+    def repair(self, quick: bool = False) -> bool:
+        """Rebuild events.jsonl, todos/ and the learnings from the journal where a crash or
+        a full disk left them behind it; True when something was rebuilt. Every entry's
+        events are checked, and every learning events.jsonl records. `quick` (a program
+        opening a run to drive it): only a complete run, and only when the end of its
+        events.jsonl shows a crash's mark, looked at without opening anything for writing,
+        so opening costs a small read and writes nothing. What cannot be written (a full
+        disk, a read-only folder) is logged and left to the next writer (`gaps`)."""
         with self.locked() as state:
-            self._open_for_writing()
-            return self._repair_locked(state)
+            if quick and not self._writer and not self._behind(state):
+                return False
+            try:
+                self._open_for_writing()
+            except StoreError as error:
+                log.warning("run %s: derived files not repaired: %s", self.process_id, error)
+                return False
+            rebuilt: list[bool] = []
+            self._derive_quietly(lambda: rebuilt.append(self._repair_locked(state)))
+            return rebuilt == [True]
+
+    def _behind(self, state: ProcessState) -> bool:
+        """`repair(quick=True)`'s look, at a complete run only (one that is not gets a next
+        step, which repairs first), reading the end of events.jsonl: whether it ends with
+        exactly the last entry's events. Its writers append events in journal order after
+        the todos and learnings of their entries and replace the file whole, so what a
+        crash or a full disk leaves behind shows at its end."""
+        last = self._last_applied
+        if not state.finished or state.seq == 0:
+            return False
+        if self._torn or last is None or last.seq != state.seq:
+            return True
+        lines = _event_lines(self.plan, self.process_id, [last])
+        return _tail(self.folder / EVENTS, len(lines) + 1) not in (lines, b"\n" + lines)
 
     def _repair_locked(self, state: ProcessState) -> bool:
         """Under the lock, as a writer: leftovers of interrupted replaces removed, the torn
         last line erased, events.jsonl verified entry by entry against the journal and
-        rebuilt if any entry's events are missing, the current step's todos refreshed."""
+        rebuilt if any entry's events are missing (the learnings with them), a learning
+        it records but the learnings lack written again, the current step's todos refreshed."""
         for leftover in [*self.folder.glob(".*.*"), *self.folder.glob(f"{TODOS}/.*.*")]:
             if not leftover.name.startswith(".spare-"):
                 leftover.unlink(missing_ok=True)
@@ -550,21 +578,46 @@ class FolderStore:
             os.pwrite(self._journal, b"\0" * self._torn, self._offset)
             os.fsync(self._journal)
             self._torn = 0
-        rebuilt = not self._events_match(state)
+        data = _reads(self.folder / EVENTS)
+        rebuilt = not self._events_match(state, data)
         if rebuilt:
             self._rebuild_events()
         else:
             self._pending = [self._last_applied] if self._last_applied is not None else []
+            if self._learnings_missing(data):
+                self._record_learnings(self._replayed_all(state.seq))
+                rebuilt = True
         self._write_todos(state, only_if_changed=True)
         self._repaired, self._todos_behind = True, False
         return rebuilt
 
-    def _events_match(self, state: ProcessState) -> bool:
-        """Whether events.jsonl holds the events of every journal entry, 1 to the last, in
-        order, and ends with exactly the last entry's events (a crash can cut a batch at
-        the end of a line inside one entry's events)."""
-        path = self.folder / EVENTS
-        data = _reads(path)
+    def _learnings_missing(self, data: str | None) -> bool:
+        """Whether a learning events.jsonl records (`TodoTaskLearningRecorded`) is missing
+        from the learnings: written before its events, it is there unless removed since."""
+        if self.learnings is None or not data or _RECORDED not in data:
+            return False
+        named: dict[str, set[str]] = {}
+        for line in data.splitlines():
+            if line.startswith(_RECORDED):
+                event = json.loads(line)
+                named.setdefault(event["sub_step_id"], set()).add(event["learning_id"])
+        try:
+            return any(
+                not ids <= {record.id for record in self.learnings.records(sub_step)}
+                for sub_step, ids in named.items()
+            )
+        except LearningError:
+            return False  # a learnings folder that cannot be read: `gaps` says so
+
+    def _replayed_all(self, last: int) -> list[Applied]:
+        """Every entry of the journal, up to `last`, with the states before and after it."""
+        start = initial_state(self.plan, self.started_at)
+        return list(replay(self.plan, start, self._entries(0, last)))
+
+    def _events_match(self, state: ProcessState, data: str | None) -> bool:
+        """Whether events.jsonl (`data`) holds the events of every journal entry, 1 to the
+        last, in order, and ends with exactly the last entry's events (a crash can cut a
+        batch at the end of a line inside one entry's events)."""
         if state.seq == 0:
             return not data
         if data is None or self._last_applied is None or self._last_applied.seq != state.seq:
@@ -578,8 +631,7 @@ class FolderStore:
 
     def _rebuild_events(self) -> None:
         """events.jsonl, and the todos of every completed step, made again from the journal."""
-        start = initial_state(self.plan, self.started_at)
-        replayed = list(replay(self.plan, start, self._entries(0, self._state.seq if self._state else 0)))
+        replayed = self._replayed_all(self._state.seq if self._state else 0)
         for applied in replayed:
             if applied.settled.step_complete:
                 self._write_todos(applied.settled, only_if_changed=True)
@@ -597,8 +649,7 @@ class FolderStore:
         match): events.jsonl exactly the events of every entry, the todos of every
         completed todo_task step, the learning of every validated delegation. Reads only."""
         with self.locked() as state:
-            start = initial_state(self.plan, self.started_at)
-            replayed = list(replay(self.plan, start, self._entries(0, state.seq)))
+            replayed = self._replayed_all(state.seq)
             return [*self._events_gap(replayed), *self._todos_gaps(replayed), *self._learnings_gap(replayed)]
 
     def _events_gap(self, replayed: Sequence[Applied]) -> list[str]:
@@ -659,6 +710,7 @@ class FolderStore:
 
 
 _SEQ_HEAD = re.compile(rb'\{"seq":(\d+),')  # how every journal line starts
+_RECORDED = '{"event":"TodoTaskLearningRecorded",'  # how a learning's event starts its line
 # every line of events.jsonl starts `{"event":"…","process_id":"…","seq":N,` (its field order)
 _SEQ = re.compile(r'^\{"event":"[^"\n]*","process_id":"(?:[^"\\\n]|\\.)*","seq":(\d+),', re.M)
 
@@ -719,6 +771,16 @@ def _reads_bytes(path: Path) -> bytes | None:
         return path.read_bytes()
     except OSError:
         return None
+
+
+def _tail(path: Path, size: int) -> bytes:
+    """The last `size` bytes of a file (fewer if it is shorter; none if it is missing)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - size))
+            return handle.read()
+    except OSError:
+        return b""
 
 
 def _reads(path: Path) -> str | None:

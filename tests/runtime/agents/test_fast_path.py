@@ -24,7 +24,7 @@ from todoflow.runtime.agents.driver import drive
 from todoflow.runtime.agents.scripted import ScriptedAgent
 from todoflow.runtime.definition import from_source
 from todoflow.runtime.engine import Engine, Refusal
-from todoflow.runtime.entries import FastPathStarted
+from todoflow.runtime.entries import FastPathFailed, FastPathStarted
 from todoflow.runtime.llm_choice import LlmChoices
 from todoflow.runtime.plan import Llm
 
@@ -558,3 +558,33 @@ def test_a_fast_path_only_run_killed_between_its_intake_and_its_script_runs_the_
     engine.close()
     types = [e["type"] for e in read_journal(tmp_path / "runs" / "p-1")]
     assert types[:2] == ["submit_tasks", "fast_path_started"] and "fast_path_failed" not in types
+
+
+def test_a_fast_path_only_run_killed_between_a_retrys_intake_and_its_script_runs_the_script_when_resumed(
+    tmp_path: Path,
+) -> None:
+    """Found by the kill loop: an attempt failed (the runner killed while its script ran),
+    the resume passed the intake on again and was killed before the script started; the
+    next resume runs the script rather than asking an agent the run never asks."""
+    engine, workspace = _run(tmp_path, MAIN.read_text(), only=True)
+    for _ in range(2):
+        intake = engine.directive()
+        tasks = [{"action": t.action, "expected_result": t.expected_result} for t in intake.ready_tasks or ()]
+        directive = engine.step(
+            intake.attempt_id, {"tasks": tasks, "progress_checklist_outcome": "ready"}, "caller"
+        )
+        if directive.state.fast_path is None:
+            engine.journal(
+                directive.attempt_id,
+                lambda seq, at: FastPathFailed(
+                    seq=seq, at=at, by="driver", step="convert-all", reason="killed"
+                ),
+            )
+    engine.close()  # the runner stops here: the retry's intake passed on, no script started
+    engine, _ = process.open_process(tmp_path / "runs", "p-1")
+    assert (
+        drive(engine, ScriptedAgent(_answers(), workspace), io.StringIO(), fast_path_only=True) == "complete"
+    )
+    engine.close()
+    types = [e["type"] for e in read_journal(tmp_path / "runs" / "p-1")]
+    assert types[:4] == ["submit_tasks", "fast_path_failed", "submit_tasks", "fast_path_started"]

@@ -4,10 +4,8 @@ uninterrupted run: no confirmation lost, none applied twice, the same events and
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from typing import Any
 import pytest
 
 from ...conftest import ROOT
+from ...support import kill_loop
 from ...support.runtime_helpers import read_journal
 
 FLOW = """\
@@ -52,14 +51,9 @@ MODES = ("before", "partial", "after")
 
 
 def _cli(folder: Path, *args: str, crash: tuple[int, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "todoflow", *args]
-    if crash is not None:
-        env |= {"CRASH_AT": str(crash[0]), "CRASH_MODE": crash[1]}
-        command = [sys.executable, str(ROOT / "tests" / "support" / "crash_runner.py"), *args]
-    return subprocess.run(
-        command, cwd=folder, env=env, capture_output=True, text=True, timeout=120, check=False
-    )
+    child = kill_loop.start(folder, list(args), crash)
+    out, err = child.communicate(timeout=120)
+    return subprocess.CompletedProcess(child.args, child.returncode, out, err)
 
 
 ORCHESTRATED = (

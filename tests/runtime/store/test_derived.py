@@ -4,9 +4,17 @@ next writer that rebuilds them (issue 21 item 3)."""
 
 from __future__ import annotations
 
+import errno
+import logging
+import os
 from pathlib import Path
 
+import pytest
+
+import todoflow
 from todoflow.runtime import process
+from todoflow.runtime.serve.service import TodoService, Workflows
+from todoflow.runtime.store import folder as folder_module
 
 from ...conftest import ROOT, run_cli
 from ...support.runtime_helpers import folder_digest
@@ -64,3 +72,89 @@ def test_the_verifier_finds_what_derived_files_lack_and_the_readers_say_so_writi
     assert resumed.returncode == 0, resumed.stderr
     assert _gaps(run) == []
     assert one.exists()
+
+
+def _cut(run: Path) -> Path:
+    """A crash's leftovers in a finished run: events.jsonl cut in half, a completed step's
+    todos gone, one learnings file gone (returned); the journal whole."""
+    events = (run / "events.jsonl").read_bytes().splitlines(keepends=True)
+    (run / "events.jsonl").write_bytes(b"".join(events[: len(events) // 2]))
+    for todos in (run / "todos").glob("*.json"):
+        todos.unlink()
+    (one, *_) = sorted((run.parent.parent.parent / "learnings").glob("*/learnings.jsonl"))
+    one.unlink()
+    return one
+
+
+def test_resuming_a_complete_run_from_python_repairs_its_derived_files_at_once(tmp_path: Path) -> None:
+    """A complete run gets no next step: `todoflow.resume` repairs when it opens it."""
+    run = _finished_run(tmp_path)
+    learning = _cut(run)
+    with todoflow.resume(run.name, run_dir=run.parent) as engine:
+        assert engine.directive().completed
+    assert _gaps(run) == []
+    assert learning.exists()
+
+
+def test_resuming_repairs_events_cut_at_a_line_inside_the_last_entrys_events(tmp_path: Path) -> None:
+    """The quick look at the end of events.jsonl sees a batch cut at a line boundary too."""
+    run = _finished_run(tmp_path)
+    whole = (run / "events.jsonl").read_bytes()
+    (run / "events.jsonl").write_bytes(whole[: whole.rfind(b"\n", 0, -1) + 1])
+    assert _gaps(run) != []
+    with todoflow.resume(run.name, run_dir=run.parent):
+        pass
+    assert (run / "events.jsonl").read_bytes() == whole
+
+
+def test_opening_a_run_to_drive_it_writes_nothing_when_its_derived_files_are_current(tmp_path: Path) -> None:
+    run = _finished_run(tmp_path)
+    before = folder_digest(run), folder_digest(tmp_path / "learnings")
+    with todoflow.resume(run.name, run_dir=run.parent) as engine:
+        assert engine.repair() is False
+    assert (folder_digest(run), folder_digest(tmp_path / "learnings")) == before
+
+
+def test_serve_repairs_a_run_it_opens_for_a_call(tmp_path: Path) -> None:
+    run = _finished_run(tmp_path)
+    learning = _cut(run)
+    service = TodoService(Workflows([]), run.parent, tmp_path)
+    try:
+        assert service.status(run.name)["status"] == "complete"
+    finally:
+        service.close()
+    assert _gaps(run) == []
+    assert learning.exists()
+
+
+def test_run_resume_writes_back_a_learning_missing_behind_events_that_are_whole(tmp_path: Path) -> None:
+    """The note says `run --resume` rebuilds what is missing: a learnings file removed
+    while events.jsonl is whole is written again too."""
+    run = _finished_run(tmp_path)
+    (one, *_) = sorted((tmp_path / "learnings").glob("*/learnings.jsonl"))
+    one.unlink()
+    assert _gaps(run) != []
+    resumed = run_cli("run", "--resume", run.name, "--agent", f"scripted:{REPLIES}", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert _gaps(run) == []
+    assert one.exists()
+
+
+def test_a_repair_on_a_full_disk_is_logged_and_the_run_still_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    run = _finished_run(tmp_path)
+    _cut(run)
+
+    def full(*_: object, **__: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(folder_module, "write_atomically", full)
+    with (
+        caplog.at_level(logging.WARNING, "todoflow.store"),
+        todoflow.resume(run.name, run_dir=run.parent) as engine,
+    ):
+        assert engine.directive().completed
+    assert "derived files not written (No space left on device)" in caplog.text
+    monkeypatch.undo()
+    assert len(_gaps(run)) == 3

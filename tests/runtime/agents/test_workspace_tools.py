@@ -15,6 +15,9 @@ import pytest
 from todoflow.runtime.agents.toolbox import ToolOutcome, ToolSpec
 from todoflow.runtime.agents.workspace_tools import Bounds, WorkspaceTools
 
+from ...conftest import wait_until
+from ...support.runtime_helpers import alive
+
 
 def _call(tools: WorkspaceTools, name: str, **arguments: object) -> tuple[str, bool, dict[str, object]]:
     outcome = tools.call(name, arguments, time.monotonic() + 30)
@@ -145,18 +148,15 @@ def test_run_command_is_killed_with_its_children_at_its_timeout(workspace: Path)
     assert time.monotonic() - started < 10
     assert content.startswith("killed at its timeout of 1 s") and detail["exit_code"] == -9
     child = int((workspace / "child.pid").read_text())
-    deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _alive(child)
+    wait_until(lambda: not alive(child), f"the command's child {child} to be killed with it")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/stat").read_text().split()[2]
-    except FileNotFoundError:
-        return False
-    return status != "Z"
+def test_a_child_left_in_the_background_does_not_outlive_its_command(workspace: Path) -> None:
+    tools = WorkspaceTools(workspace, shell=True)
+    content, _, _ = _call(tools, "run_command", command="sleep 60 & echo $! > child.pid")
+    assert content.startswith("exit code: 0")
+    child = int((workspace / "child.pid").read_text())
+    wait_until(lambda: not alive(child), f"the command's child {child} to be killed with it")
 
 
 def test_run_command_output_is_cut_to_its_bound(workspace: Path) -> None:

@@ -7,13 +7,17 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import stat
 from pathlib import Path
 
 _TEMPORARY = itertools.count()  # temporary names: unique per process, never reused
 
 
-def write_atomically(path: Path, text: str, spare: Path | None = None, mode: int | None = None) -> None:
-    """Replace `path` with `text` so a reader sees the old file or the new one, never half.
+def write_atomically(
+    path: Path, text: str | bytes, spare: Path | None = None, mode: int | None = None
+) -> None:
+    """Replace `path` with `text` (or bytes, written as they are) so a reader sees the old
+    file or the new one, never half.
 
     The file gets `mode`, or the permissions a plain write gives (0o666 less the umask),
     not the 0o600 of `tempfile.mkstemp`. `spare`, an existing file beside `path` made ahead of
@@ -23,9 +27,9 @@ def write_atomically(path: Path, text: str, spare: Path | None = None, mode: int
     handle, temporary = opened or _create_beside(path)
     try:
         with os.fdopen(handle, "wb") as out:
-            if mode is not None:
-                os.fchmod(out.fileno(), mode)
-            out.write(text.encode())
+            if mode is not None and stat.S_IMODE(os.fstat(handle).st_mode) != mode:
+                os.fchmod(handle, mode)  # only when it differs: a change of mode is a write to disk
+            out.write(text.encode() if isinstance(text, str) else text)
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -56,6 +56,53 @@ def test_read_file_numbers_lines_pages_and_says_binary(workspace: Path) -> None:
     assert not refused and content == "`blob.bin` is a binary file (30 bytes); not shown"
 
 
+@pytest.mark.parametrize(("offset", "limit"), [(1, 2000), (1, 2500), (1498, 5)])
+def test_read_file_numbers_every_line_it_shows(workspace: Path, offset: int, limit: int) -> None:
+    lines = [f"line {n} ü" for n in range(1, 3001)]
+    (workspace / "long.txt").write_text("\n".join(lines) + "\n")
+    tools = WorkspaceTools(workspace, bounds=Bounds(read_lines=2500, read_bytes=1 << 20))
+    content, _, _ = _call(tools, "read_file", path="long.txt", offset=offset, limit=limit)
+    shown = range(offset, offset + limit)
+    numbered = "\n".join(f"{n:6}\t{lines[n - 1]}" for n in shown)
+    cut = f"[cut: the file goes on; call read_file with offset={shown[-1] + 1} to read on]"
+    assert content == f"{numbered}\n{cut}"
+
+
+def test_a_file_swapped_after_it_was_found_is_not_read(workspace: Path) -> None:
+    """Between the confinement and the read, the name is replaced by a FIFO, a hard link
+    or a symbolic link to a file outside: nothing is read, and a FIFO is not waited on."""
+    secret = workspace.parent / "secret.txt"
+    path = workspace / "src" / "app.py"
+    tools = WorkspaceTools(workspace)
+    for swap in (os.mkfifo, lambda there: os.link(secret, there), lambda there: there.symlink_to(secret)):
+        found = tools.existing("src/app.py")
+        assert not isinstance(found, str)
+        path.unlink()
+        swap(path)
+        with pytest.raises(OSError, match=r"changed while it was opened|symbolic links"):
+            found.head(100)
+        path.unlink()
+        path.write_text("print('hello')\n")
+
+
+def test_write_and_edit_file_keep_the_files_permissions(workspace: Path) -> None:
+    tools = WorkspaceTools(workspace)
+    script = workspace / "run.sh"
+    script.write_text("echo hi\n")
+    script.chmod(0o750)
+    _call(tools, "edit_file", path="run.sh", old_string="hi", new_string="bye")
+    assert script.stat().st_mode & 0o777 == 0o750 and script.read_text() == "echo bye\n"
+    private = workspace / "private.txt"
+    private.write_text("x")
+    private.chmod(0o600)
+    _call(tools, "write_file", path="private.txt", content="y")
+    assert private.stat().st_mode & 0o777 == 0o600
+    _call(tools, "write_file", path="new.txt", content="z")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (workspace / "new.txt").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
 def test_write_and_edit_file_report_the_new_digest(workspace: Path) -> None:
     tools = WorkspaceTools(workspace)
     content, refused, detail = _call(

@@ -4,13 +4,15 @@ toolset (`WorkspaceTools.call`: arguments validated, path confined) against a ba
 
 The tool does more than the bare calls, on purpose: it confines the path (symlinks, hard
 links, devices, FIFOs refused), replaces the file atomically (a temporary file and a
-rename), hashes what it wrote for the audit, and numbers the lines it reads.
+rename), hashes what it wrote for the audit, and numbers the lines it reads. So a write
+is measured against its floor too: the same atomic replace done with bare `os` calls.
 
     .venv/bin/python -m bench.tools
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,7 +38,7 @@ def _interleaved(bare: Callable[[], object], tool: Callable[[], object]) -> tupl
     return spent[1] / CALLS, spent[0] / CALLS
 
 
-def _bare(path: Path, text: str) -> tuple[Callable[[], object], Callable[[], object]]:
+def _bare(path: str, text: str) -> tuple[Callable[[], object], Callable[[], object]]:
     def write() -> None:
         with open(path, "w", encoding="utf-8") as out:
             out.write(text)
@@ -46,6 +48,19 @@ def _bare(path: Path, text: str) -> tuple[Callable[[], object], Callable[[], obj
             return handle.read()
 
     return write, read
+
+
+def _replace(path: str, text: str) -> Callable[[], object]:
+    """The floor of an atomic write: a new file beside, written, renamed over the old."""
+    data, temporary = text.encode(), f"{path}.new"
+
+    def replace() -> None:
+        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        os.write(handle, data)
+        os.close(handle)
+        os.replace(temporary, path)
+
+    return replace
 
 
 def _tool(tools: WorkspaceTools, name: str, text: str) -> tuple[Callable[[], object], Callable[[], object]]:
@@ -65,15 +80,17 @@ def measure(folder: Path, label: str, size: int) -> list[Figure]:
     the bare calls on the same file."""
     text = LINE * (size // len(LINE))
     name = f"file-{size}.txt"
-    bare_write, bare_read = _bare(folder / name, text)
+    bare_write, bare_read = _bare(f"{folder}/{name}", text)
     tool_write, tool_read = _tool(WorkspaceTools(folder), name, text)
     write = Figure(f"write_file, {label}", "bare open().write(), same file", target="<= 1.2")
+    floor = Figure(f"write_file, {label}, against its floor", "bare os.open/write/replace, same file")
     read = Figure(f"read_file, {label}", "bare open().read(), same file", target="<= 1.2")
     tool_write()
     for _ in range(ROUNDS):
         write.add(*_interleaved(bare_write, tool_write))
+        floor.add(*_interleaved(_replace(f"{folder}/{name}", text), tool_write))
         read.add(*_interleaved(bare_read, tool_read))
-    return [write, read]
+    return [write, floor, read]
 
 
 def main() -> list[Figure]:

@@ -26,15 +26,24 @@ def write_atomically(
     opened = _open_spare(spare) if spare is not None else None
     handle, temporary = opened or _create_beside(path)
     try:
-        with os.fdopen(handle, "wb") as out:
+        try:
             if mode is not None and stat.S_IMODE(os.fstat(handle).st_mode) != mode:
                 os.fchmod(handle, mode)  # only when it differs: a change of mode is a write to disk
-            out.write(text.encode() if isinstance(text, str) else text)
+            _write_all(handle, text.encode() if isinstance(text, str) else text)
+        finally:
+            os.close(handle)
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def _write_all(handle: int, data: bytes) -> None:
+    """All of `data` to the file, in as few `write`s as it takes (no buffer between)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(handle, view) :]
 
 
 def sync_folder(folder: Path) -> None:

@@ -13,6 +13,7 @@ is measured against its floor too: the same atomic replace done with bare `os` c
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,15 +28,16 @@ LINE = "x" * 79 + "\n"
 
 
 def _interleaved(bare: Callable[[], object], tool: Callable[[], object]) -> tuple[float, float]:
-    """Seconds per call of each, the two called turn by turn, so a slow spell of the
-    machine falls on both."""
-    spent = [0.0, 0.0]
+    """Seconds of a call of each, the two called turn by turn so a slow spell of the
+    machine falls on both: the median call of each (a call the scheduler preempted, on
+    this shared machine, is not what a call costs)."""
+    spent: tuple[list[float], list[float]] = ([], [])
     for _ in range(CALLS):
         for side, action in enumerate((bare, tool)):
             start = time.perf_counter()
             action()
-            spent[side] += time.perf_counter() - start
-    return spent[1] / CALLS, spent[0] / CALLS
+            spent[side].append(time.perf_counter() - start)
+    return statistics.median(spent[1]), statistics.median(spent[0])
 
 
 def _bare(path: str, text: str) -> tuple[Callable[[], object], Callable[[], object]]:
@@ -98,7 +100,7 @@ def main() -> list[Figure]:
     with scratch() as folder:
         for label, size in SIZES.items():
             figures += measure(folder, label, size)
-    report(f"workspace tools ({CALLS} calls of each a round, interleaved)", figures, ROUNDS)
+    report(f"workspace tools ({CALLS} calls of each a round, interleaved; the median call)", figures, ROUNDS)
     return figures
 
 

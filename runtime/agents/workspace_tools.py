@@ -190,10 +190,17 @@ class Existing(NamedTuple):
         return open(self._descriptor(), "rb")
 
     def head(self, size: int) -> bytes:
-        """At most its first `size` bytes, in one `read`."""
+        """Its first `size` bytes, or all it has: one `read` on a local file system, more
+        where a read may come back short (a network file system)."""
         handle = self._descriptor()
         try:
-            return os.read(handle, size)
+            data = os.read(handle, size)
+            while len(data) < min(size, self.status.st_size):
+                more = os.read(handle, size - len(data))
+                if not more:
+                    break
+                data += more
+            return data
         finally:
             os.close(handle)
 

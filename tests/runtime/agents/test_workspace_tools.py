@@ -68,6 +68,16 @@ def test_read_file_numbers_every_line_it_shows(workspace: Path, offset: int, lim
     assert content == f"{numbered}\n{cut}"
 
 
+def test_read_file_reads_on_after_a_short_read(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file system whose reads come back short (a network one) still shows the whole file."""
+    from todoflow.runtime.agents import workspace_tools
+
+    real = os.read
+    monkeypatch.setattr(workspace_tools.os, "read", lambda handle, size: real(handle, min(size, 7)))
+    content, _, _ = _call(WorkspaceTools(workspace), "read_file", path="src/app.py")
+    assert content == "     1\tprint('hello')\n     2\tprint('bye')"
+
+
 def test_a_file_swapped_after_it_was_found_is_not_read(workspace: Path) -> None:
     """Between the confinement and the read, the name is replaced by a FIFO, a hard link
     or a symbolic link to a file outside: nothing is read, and a FIFO is not waited on."""

@@ -96,12 +96,16 @@ def stopped_by_signals() -> Iterator[None]:
     """While it lasts, SIGTERM or SIGHUP raises `SystemExit(128 + signal)` where the run
     is (a process killed by the signal would leave its commands running, their group
     no longer anyone's). Further ones are ignored while the run unwinds: SIGKILL is the
-    stop that does not wait. Only the main thread can take a signal; elsewhere it does
-    nothing."""
+    stop that does not wait. A signal the process was started ignoring (`nohup`) stays
+    ignored. Only the main thread can take a signal; elsewhere it does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {number: signal.signal(number, _stop) for number in STOPPING}
+    previous = {
+        number: signal.signal(number, _stop)
+        for number in STOPPING
+        if signal.getsignal(number) not in (signal.SIG_IGN, None)  # None: C code's own handler
+    }
     try:
         yield
     finally:

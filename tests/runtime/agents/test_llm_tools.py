@@ -198,6 +198,22 @@ def test_a_signal_to_the_runner_kills_the_running_command_with_its_children(
     assert fake.unused() == 0 and not fake.unexpected
 
 
+def test_a_signal_the_runner_was_started_ignoring_stays_ignored() -> None:
+    """`nohup todoflow run ...`: SIGHUP was ignored, and stays so while the run lasts;
+    SIGTERM stops it; both are as they were afterwards."""
+    from todoflow.runtime.agents.driver import stopped_by_signals
+
+    before, term = signal.signal(signal.SIGHUP, signal.SIG_IGN), signal.getsignal(signal.SIGTERM)
+    try:
+        with stopped_by_signals():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_IGN, term)
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is term
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
 def _events(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
 

@@ -6,6 +6,7 @@ resumable stop."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -188,8 +189,13 @@ def test_a_signal_to_the_runner_kills_the_running_command_with_its_children(
         shell, child = (int(p.read_text()) for p in pids)
         runner.send_signal(stop)
         _, stderr = runner.communicate(timeout=60)
-        assert runner.returncode == status and "Traceback" not in stderr, stderr
-        wait_until(lambda: not alive(shell) and not alive(child), "the command and its child to die")
+        try:
+            assert runner.returncode == status and "Traceback" not in stderr, stderr
+            wait_until(lambda: not alive(shell) and not alive(child), "the command and its child to die")
+        except BaseException:  # a failing test leaves nothing running
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(shell, signal.SIGKILL)
+            raise
         (run,) = (tmp_path / ".todoflow" / "runs").iterdir()
         resumed = run_cli(
             "run", "--resume", run.name, "--agent", "llm", cwd=tmp_path, env={"FAKE_KEY": SECRET}

@@ -34,6 +34,7 @@ BENCHMARKS = (
     "interop",
     "lsp",
     "llm",
+    "tools",
     "postgres",
 )
 RESULTS = BUILD / "results.jsonl"

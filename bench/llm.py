@@ -1,12 +1,14 @@
-"""The LLM agent's own overhead per orchestrator turn, excluding the model's latency: an
-orchestrated run driven by `--agent llm` against a fake OpenAI-compatible server that
-answers at once, against bare `openai` client calls to the same server sending the very
-requests the agent sent (recorded by the server), in the same run.
+"""The LLM agent's own overhead per model turn, excluding the model's latency: an
+orchestrated run driven by `--agent llm` (its workspace tools offered) against a fake
+OpenAI-compatible server on loopback that answers at once; each of the agent's turns is
+followed by a bare `openai` client sending the very request the agent just sent (as the
+server recorded it: the same messages and tools) to the same server, so the two are
+interleaved turn by turn in the same run.
 
-A turn here is one model call and what the agent and the engine do with its answer:
-the conversation, the tools' schemas, the tool call read back into a reply, the engine's
-checks, the journal (the call's entry and the reply's, one synced write) and the next
-directive with its rendered prompt.
+A turn is the agent's `reply`: the directive told to the conversation, the tools'
+schemas, the request on its own thread with its deadline, the answer read and its tool
+call turned into the engine's reply. What the engine does with the reply (its checks,
+the journal's synced write) is not the agent's and is not timed (bench.runtime has it).
 
     .venv/bin/python -m bench.llm
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import io
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +26,19 @@ from openai import OpenAI
 
 from bench.measure import Figure, report
 from bench.scratch import scratch
-from tests.fake_model import FakeModel
+from tests.support.fake_model import FakeModel
 from todoflow.runtime import process
+from todoflow.runtime.agents.base import Answer
 from todoflow.runtime.agents.driver import drive
 from todoflow.runtime.agents.llm import LlmAgent
 from todoflow.runtime.agents.llm_config import LlmConfig, Provider
+from todoflow.runtime.agents.workspace_tools import WorkspaceTools
 from todoflow.runtime.definition import from_source
-from todoflow.runtime.llm_choice import LlmChoices
+from todoflow.runtime.directive import Directive
+from todoflow.runtime.llm_choice import LlmChoices, Spent
 from todoflow.runtime.plan import Llm
 
-ROUNDS, TASKS = 7, 100
+ROUNDS, TASKS = 7, 50
 FLOW = (
     'workflow bench "LLM benchmark" {\n    todo_task work "Work" {\n'
     "        tasks {\n%s\n        }\n    }\n}\n"
@@ -46,48 +52,67 @@ def _confirm(number: int) -> dict[str, Any]:
     }
 
 
-def agent_turns(folder: Path) -> tuple[float, list[dict[str, Any]]]:
-    """Per orchestrator turn: a run of TASKS confirmations, each one model call; and the
-    requests the agent sent."""
+class _Paired:
+    """The run's agent; after each of its turns the bare client sends the same request,
+    and both are timed. Each makes its client at its first turn (the agent once per run)."""
+
+    def __init__(self, agent: LlmAgent, fake: FakeModel) -> None:
+        self.agent, self.fake = agent, fake
+        self.client: OpenAI | None = None
+        self.ours = self.bare = 0.0
+
+    def reply(self, directive: Directive) -> Answer:
+        start = time.perf_counter()
+        answer = self.agent.reply(directive)
+        middle = time.perf_counter()
+        if self.client is None:
+            self.client = OpenAI(base_url=self.fake.url, api_key="bench", max_retries=0)
+        self.client.chat.completions.create(**self.fake.requests[-1]["body"])
+        self.ours, self.bare = self.ours + middle - start, self.bare + time.perf_counter() - middle
+        return answer
+
+    def refused(self, reason: str) -> bool:
+        return self.agent.refused(reason)
+
+    def applied(self) -> None:
+        self.agent.applied()
+
+    def spent(self) -> Sequence[Spent]:
+        return self.agent.spent()
+
+
+def one_round(folder: Path) -> tuple[float, float]:
+    """Seconds per turn of the agent and of the bare client, over a run of TASKS
+    confirmations (one model call each)."""
     lines = "\n".join(f'            "Task {t}" => "Task {t} is checked"' for t in range(TASKS))
     definition = from_source(FLOW % lines, "bench.todoflow").or_raise()
     llms = LlmChoices(None, Llm("fake", "bench"))
+    folder.mkdir()
     engine = process.start(definition, folder / "runs", workspace=folder, llms=llms, process_id=folder.name)
-    with FakeModel([_confirm(t) for t in range(TASKS)]) as fake:
-        agent = LlmAgent(LlmConfig({"fake": Provider("fake", fake.url, "BENCH_KEY")}, llms))
-        start = time.perf_counter()
-        assert drive(engine, agent, io.StringIO()) == "complete"
-        elapsed = time.perf_counter() - start
+    script = [_confirm(t // 2) for t in range(2 * TASKS)]  # the agent's answer, then the bare client's
+    with FakeModel(script) as fake:
+        config = LlmConfig({"fake": Provider("fake", fake.url, "BENCH_KEY")}, llms)
+        agent = LlmAgent(config, toolsets=(WorkspaceTools(folder),))
+        paired = _Paired(agent, fake)
+        assert drive(engine, paired, io.StringIO()) == "complete"
+        assert fake.unused() == 0 and not fake.unexpected
     engine.close()
-    return elapsed / TASKS, [request["body"] for request in fake.requests]
-
-
-def bare_calls(requests: list[dict[str, Any]]) -> float:
-    """Per call: the `openai` client sending the same requests to the same kind of server."""
-    with FakeModel([_confirm(t) for t in range(len(requests))]) as fake:
-        client = OpenAI(base_url=fake.url, api_key="bench", max_retries=0)
-        start = time.perf_counter()
-        for body in requests:
-            client.chat.completions.create(**body)
-        return (time.perf_counter() - start) / len(requests)
+    return paired.ours / TASKS, paired.bare / TASKS
 
 
 def main() -> list[Figure]:
     os.environ["BENCH_KEY"] = "bench"
     figure = Figure(
-        "LLM agent, per orchestrator turn",
-        "bare openai client call, same fake server",
+        "LLM agent, one model turn",
+        "bare openai client, the same request to the same server",
         target="<= 1.5",
         unit="ms",
     )
     with scratch() as folder:
-        _, requests = agent_turns(folder / "warm")  # imports and caches, as in a long run
+        one_round(folder / "warm")  # imports and caches, as in a long run
         for round_ in range(ROUNDS):
-            before = bare_calls(requests)
-            turn, requests = agent_turns(folder / f"run-{round_}")
-            after = bare_calls(requests)
-            figure.add(turn, (before + after) / 2)
-    report(f"llm ({TASKS} turns a round)", [figure], ROUNDS)
+            figure.add(*one_round(folder / f"run-{round_}"))
+    report(f"llm ({TASKS} turns a round, interleaved)", [figure], ROUNDS)
     return [figure]
 
 

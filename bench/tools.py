@@ -1,88 +1,107 @@
 """The workspace tools' cost: a `write_file` and a `read_file` call of the LLM agent's
-toolset against a bare `os` write and read of the same file, in the same run, alternated
-round by round so both see the same machine.
+toolset (`WorkspaceTools.call`: arguments validated, path confined) against a bare
+`open().write()` and `open().read()` of the same file, call by call, in the same run.
 
 The tool does more than the bare calls, on purpose: it confines the path (symlinks, hard
-links, devices refused), replaces the file atomically (a temporary file and a rename),
-hashes what it wrote for the audit, and numbers the lines it reads.
+links, devices, FIFOs refused), replaces the file atomically (a temporary file and a
+rename), hashes what it wrote for the audit, and numbers the lines it reads. So a write
+is measured against its floor too: the same atomic replace done with bare `os` calls.
 
     .venv/bin/python -m bench.tools
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.measure import Figure, report
 from bench.scratch import scratch
 from todoflow.runtime.agents.workspace_tools import WorkspaceTools
 
-ROUNDS, CALLS = 7, 300
-SIZES = (1_000, 100_000)  # a small source file; a large one
+ROUNDS, CALLS = 7, 200
+SIZES = {"1 KB": 1024, "64 KB": 64 * 1024}  # a small source file; a typical one
+LINE = "x" * 79 + "\n"
 
 
-def _per_call(action: Callable[[int], object]) -> float:
-    start = time.perf_counter()
-    for index in range(CALLS):
-        action(index)
-    return (time.perf_counter() - start) / CALLS
+def _interleaved(bare: Callable[[], object], tool: Callable[[], object]) -> tuple[float, float]:
+    """Seconds of a call of each, the two called turn by turn so a slow spell of the
+    machine falls on both: the median call of each (a call the scheduler preempted, on
+    this shared machine, is not what a call costs)."""
+    spent: tuple[list[float], list[float]] = ([], [])
+    for _ in range(CALLS):
+        for side, action in enumerate((bare, tool)):
+            start = time.perf_counter()
+            action()
+            spent[side].append(time.perf_counter() - start)
+    return statistics.median(spent[1]), statistics.median(spent[0])
 
 
-def _bare(path: Path, text: str) -> tuple[Callable[[int], object], Callable[[int], object]]:
-    def write(_: int) -> None:
+def _bare(path: str, text: str) -> tuple[Callable[[], object], Callable[[], object]]:
+    def write() -> None:
         with open(path, "w", encoding="utf-8") as out:
             out.write(text)
 
-    def read(_: int) -> str:
+    def read() -> str:
         with open(path, encoding="utf-8") as handle:
             return handle.read()
 
     return write, read
 
 
-def _tool(
-    tools: WorkspaceTools, name: str, text: str
-) -> tuple[Callable[[int], object], Callable[[int], object]]:
+def _replace(path: str, text: str) -> Callable[[], object]:
+    """The floor of an atomic write: a new file beside, written, renamed over the old."""
+    data, temporary = text.encode(), f"{path}.new"
+
+    def replace() -> None:
+        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        os.write(handle, data)
+        os.close(handle)
+        os.replace(temporary, path)
+
+    return replace
+
+
+def _tool(tools: WorkspaceTools, name: str, text: str) -> tuple[Callable[[], object], Callable[[], object]]:
     deadline = time.monotonic() + 3600
 
-    def write(_: int) -> object:
+    def write() -> object:
         return tools.call("write_file", {"path": name, "content": text}, deadline)
 
-    def read(_: int) -> object:
+    def read() -> object:
         return tools.call("read_file", {"path": name}, deadline)
 
     return write, read
 
 
-def measure(folder: Path, size: int) -> dict[str, float]:
-    """Median microseconds per call of each of the four, over ROUNDS alternated rounds."""
-    text = ("x" * 79 + "\n") * (size // 80)
-    tools = WorkspaceTools(folder)
-    bare_write, bare_read = _bare(folder / "bare.txt", text)
-    tool_write, tool_read = _tool(tools, "tool.txt", text)
-    found: dict[str, list[float]] = {"bare write": [], "tool write": [], "bare read": [], "tool read": []}
+def measure(folder: Path, label: str, size: int) -> list[Figure]:
+    """write_file and read_file of a file of `size` bytes (80-character lines), against
+    the bare calls on the same file."""
+    text = LINE * (size // len(LINE))
+    name = f"file-{size}.txt"
+    bare_write, bare_read = _bare(f"{folder}/{name}", text)
+    tool_write, tool_read = _tool(WorkspaceTools(folder), name, text)
+    write = Figure(f"write_file, {label}", "bare open().write(), same file", target="<= 1.2")
+    floor = Figure(f"write_file, {label}, against its floor", "bare os.open/write/replace, same file")
+    read = Figure(f"read_file, {label}", "bare open().read(), same file", target="<= 1.2")
+    tool_write()
     for _ in range(ROUNDS):
-        found["bare write"].append(_per_call(bare_write))
-        found["tool write"].append(_per_call(tool_write))
-        found["bare read"].append(_per_call(bare_read))
-        found["tool read"].append(_per_call(tool_read))
-    return {name: statistics.median(values) * 1e6 for name, values in found.items()}
+        write.add(*_interleaved(bare_write, tool_write))
+        floor.add(*_interleaved(_replace(f"{folder}/{name}", text), tool_write))
+        read.add(*_interleaved(bare_read, tool_read))
+    return [write, floor, read]
 
 
-def main() -> None:
-    print(f"workspace tools vs bare os calls ({CALLS} calls a round, median of {ROUNDS} rounds, µs per call)")
+def main() -> list[Figure]:
+    figures: list[Figure] = []
     with scratch() as folder:
-        for size in SIZES:
-            row = measure(folder, size)
-            write = row["tool write"] / row["bare write"]
-            read = row["tool read"] / row["bare read"]
-            print(
-                f"{size:>9,} bytes: write {row['bare write']:8.1f} -> {row['tool write']:8.1f} "
-                f"({write:4.1f}x)"
-                f"   read {row['bare read']:8.1f} -> {row['tool read']:8.1f} ({read:4.1f}x)"
-            )
+        for label, size in SIZES.items():
+            figures += measure(folder, label, size)
+    report(f"workspace tools ({CALLS} calls of each a round, interleaved; the median call)", figures, ROUNDS)
+    return figures
 
 
 if __name__ == "__main__":

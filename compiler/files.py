@@ -7,13 +7,17 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import stat
 from pathlib import Path
 
 _TEMPORARY = itertools.count()  # temporary names: unique per process, never reused
 
 
-def write_atomically(path: Path, text: str, spare: Path | None = None, mode: int | None = None) -> None:
-    """Replace `path` with `text` so a reader sees the old file or the new one, never half.
+def write_atomically(
+    path: Path, text: str | bytes, spare: Path | None = None, mode: int | None = None
+) -> None:
+    """Replace `path` with `text` (or bytes, written as they are) so a reader sees the old
+    file or the new one, never half.
 
     The file gets `mode`, or the permissions a plain write gives (0o666 less the umask),
     not the 0o600 of `tempfile.mkstemp`. `spare`, an existing file beside `path` made ahead of
@@ -22,15 +26,24 @@ def write_atomically(path: Path, text: str, spare: Path | None = None, mode: int
     opened = _open_spare(spare) if spare is not None else None
     handle, temporary = opened or _create_beside(path)
     try:
-        with os.fdopen(handle, "wb") as out:
-            if mode is not None:
-                os.fchmod(out.fileno(), mode)
-            out.write(text.encode())
+        try:
+            if mode is not None and stat.S_IMODE(os.fstat(handle).st_mode) != mode:
+                os.fchmod(handle, mode)  # only when it differs: a change of mode is a write to disk
+            _write_all(handle, text.encode() if isinstance(text, str) else text)
+        finally:
+            os.close(handle)
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def _write_all(handle: int, data: bytes) -> None:
+    """All of `data` to the file, in as few `write`s as it takes (no buffer between)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(handle, view) :]
 
 
 def sync_folder(folder: Path) -> None:

@@ -22,7 +22,7 @@ import os
 import stat
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 CHECKED_LIMIT = 1 << 30  # bytes: the largest file whose content prevalidation hashes (1 GiB)
 PIECE = 1 << 20  # bytes read at a time while hashing
@@ -34,30 +34,54 @@ def confined(workspace: Path, name: str) -> Path | str:
 
 
 def _confined(root: Path, name: str) -> Path | str:
+    found = _located(root, name)
+    return found if isinstance(found, str) else Path(found.path)
+
+
+class Located(NamedTuple):
+    """A confined file of the workspace: its resolved path (a string: an agent's tool
+    hands it to `os` as it is), its name relative to the workspace, and its `lstat` when it
+    exists (None: not there yet)."""
+
+    path: str
+    name: str
+    status: os.stat_result | None
+
+
+def _located(root: Path, name: str) -> Located | str:
+    """The file `name` of the resolved `root`, or why it cannot be one. A name without
+    links costs one `lstat` per part, the last of which is the file's own status."""
     if "\0" in name:
         return f"`{name!r}` is not a file name (it holds a NUL character)"
     parts = [part for part in name.split("/") if part not in ("", ".")]
     if parts and not name.startswith("/") and ".." not in parts:
-        plain = _without_links(root, parts)
-        if plain is not None:
-            return _linked_out(root, name, plain) or plain
+        status = _without_links(root, parts)
+        if status is not False:
+            relative = "/".join(parts)
+            return _only_here(root, name, Located(f"{root}/{relative}", relative, status))
     try:
         target = (root / name).resolve()
     except (OSError, RuntimeError) as error:  # a symlink loop
         return f"`{name}` cannot be resolved: {error}"
     if not target.is_relative_to(root):
         return f"`{name}` resolves outside the workspace"
-    return _linked_out(root, name, target) or target
+    relative = target.relative_to(root).as_posix()
+    return _only_here(root, name, Located(str(target), relative, _lstat(target)))
 
 
-def _linked_out(root: Path, name: str, path: Path) -> str | None:
-    """Why the file at `path` is not only the workspace's: a hard link whose other links
-    are not all inside the workspace (they may be anywhere on its file system), or None."""
+def _lstat(path: Path) -> os.stat_result | None:
     try:
-        status = os.lstat(path)
+        return os.lstat(path)
     except OSError:  # not there (yet): nothing is linked
         return None
-    return _hard_link_out(root, name, status)
+
+
+def _only_here(root: Path, name: str, found: Located) -> Located | str:
+    """`found`, unless it is a hard link whose other links are not all inside the
+    workspace (they may be anywhere on its file system)."""
+    if found.status is None:
+        return found
+    return _hard_link_out(root, name, found.status) or found
 
 
 def _hard_link_out(root: Path, name: str, status: os.stat_result) -> str | None:
@@ -93,40 +117,36 @@ def _same_file(entry: os.DirEntry[str], status: os.stat_result) -> bool:
         return False
 
 
-def _without_links(root: Path, parts: list[str]) -> Path | None:
-    """`root/parts` when none of them is a symbolic link, so it cannot leave the root
-    (a few `lstat`s instead of resolving every folder from `/`); None when one is."""
-    path = str(root)
+def _without_links(root: Path, parts: list[str]) -> os.stat_result | Literal[False] | None:
+    """The `lstat` of `root/parts` when none of them is a symbolic link, so it cannot
+    leave the root (None: it is not there, or a folder of it is not); False when one is."""
+    path, status = str(root), None
     for part in parts:
         path = f"{path}/{part}"
         try:
-            if stat.S_ISLNK(os.lstat(path).st_mode):
-                return None
+            status = os.lstat(path)
         except OSError:  # not there, nor anything under it
-            break
-    return root.joinpath(*parts)
+            return None
+        if stat.S_ISLNK(status.st_mode):
+            return False
+    return status
 
 
-def workspace_file(workspace: Path, name: str) -> Path | str:
-    """The file `name` of the workspace for an agent's tool to read or replace, or why it
-    cannot be one: confined as `confined` is, and when it exists a regular file with no
-    other name (a device, a FIFO or a folder is not a file; a hard link's other name may
-    be outside the workspace, where a read or an edit would reach)."""
+def workspace_file(root: Path, name: str) -> Located | str:
+    """The file `name` of the workspace resolved as `root`, for an agent's tool to read or
+    replace, or why it cannot be one: confined as `confined` is, and when it exists a
+    regular file with no other name (a device, a FIFO or a folder is not a file; a hard
+    link's other name may be outside the workspace, where a read or an edit would reach).
+    A tool resolves its workspace once; a file costs an `lstat` per part of its name."""
     if not name.strip("/. "):
         return f"`{name}` names the workspace itself, not a file in it"
-    found = confined(workspace, name)
-    if isinstance(found, str):
+    found = _located(root, name)
+    if isinstance(found, str) or found.status is None:
         return found
-    try:
-        status = os.stat(found)
-    except FileNotFoundError:
-        return found
-    except OSError as error:
-        return f"`{name}` cannot be read: {error.strerror}"
-    if not stat.S_ISREG(status.st_mode):
+    if not stat.S_ISREG(found.status.st_mode):
         return f"`{name}` is not a regular file (a folder, a device or a FIFO)"
-    if status.st_nlink > 1:
-        return f"`{name}` is a hard link ({status.st_nlink} names): one may be outside the workspace"
+    if found.status.st_nlink > 1:
+        return f"`{name}` is a hard link ({found.status.st_nlink} names): one may be outside the workspace"
     return found
 
 

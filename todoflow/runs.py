@@ -331,7 +331,10 @@ def run(args: argparse.Namespace) -> int:
     except AgentError as error:
         print(f"todoflow: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    with contextlib.ExitStack() as closing:  # the MCP servers stop when the run does
+    from todoflow.runtime.agents.driver import stopped_by_signals
+
+    # SIGTERM stops it as Ctrl-C does; the MCP servers stop when the run does
+    with stopped_by_signals(), contextlib.ExitStack() as closing:
         if args.resume:
             return _resume(args, spec, closing)
         return _start(args, spec or AgentSpec("human"), closing)

@@ -5,11 +5,19 @@ unchanged), records a blocked todo as the agent's `update_todo` (so the run says
 blocked and a script resumes after the block), and otherwise only relays. It returns
 how the run ended (`Ending`): `complete`, `blocked` or `stopped` (resumable), or
 `refused` (a script's reply was refused; resumable once the script is fixed), with why.
+
+`stopped_by_signals` makes SIGTERM and SIGHUP stop a run as SIGINT does: by an exception
+that unwinds through every `finally`, so a command still running is killed with its
+process group, the MCP servers and the journal are closed, and the run resumes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..directive import Directive
@@ -90,6 +98,37 @@ def drive(
         out.write(_progress_line(directive))
     out.write(card_text(directive))
     return Ending("complete")
+
+
+STOPPING = (signal.SIGTERM, signal.SIGHUP)  # besides SIGINT, which Python raises already
+
+
+@contextlib.contextmanager
+def stopped_by_signals() -> Iterator[None]:
+    """While it lasts, SIGTERM or SIGHUP raises `SystemExit(128 + signal)` where the run
+    is (a process killed by the signal would leave its commands running, their group
+    no longer anyone's). Further ones are ignored while the run unwinds: SIGKILL is the
+    stop that does not wait. A signal the process was started ignoring (`nohup`) stays
+    ignored. Only the main thread can take a signal; elsewhere it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {
+        number: signal.signal(number, _stop)
+        for number in STOPPING
+        if signal.getsignal(number) not in (signal.SIG_IGN, None)  # None: C code's own handler
+    }
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _stop(number: int, _: FrameType | None) -> None:
+    for each in STOPPING:
+        signal.signal(each, signal.SIG_IGN)
+    raise SystemExit(128 + number)
 
 
 def _show_prompt(directive: Directive, agent: Agent, out: TextIO) -> None:

@@ -14,6 +14,7 @@ timeout, at the call's deadline, or when the run stops.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -22,20 +23,21 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from todoflow.compiler.files import write_atomically
 
 from ..replies import model_properties
-from ..workspace import workspace_file
+from ..workspace import Located, workspace_file
 from .offer import SHELL_TOOL, workspace_tools
 from .toolbox import ToolOutcome, ToolSpec
 
+BINARY_HEAD = 8192  # a NUL in a file's first bytes: it is binary, not shown nor searched
 CLEAN_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "USER", "LOGNAME", "SHELL")
 # the environment a command sees: an allow-list, so a secret added tomorrow stays out
 
@@ -163,18 +165,55 @@ class WorkspaceTools:
             _kill(child)
         self.running.clear()
 
-    def file(self, name: str) -> Path | str:
+    def file(self, name: str) -> Located | str:
         return workspace_file(self.root, name)
 
-    def existing(self, name: str) -> Path | str:
+    def existing(self, name: str) -> Existing | str:
         """A confined workspace file that is there, or why not (a read or an edit needs one)."""
-        path = self.file(name)
-        if isinstance(path, Path) and not path.exists():
+        found = self.file(name)
+        if isinstance(found, str):
+            return found
+        if found.status is None:
             return f"`{name}` does not exist in the workspace"
-        return path
+        return Existing(found.path, found.name, found.status)
 
-    def relative(self, path: Path) -> str:
-        return path.relative_to(self.root).as_posix()
+
+class Existing(NamedTuple):
+    """A confined regular file of the workspace, with the status it was found with."""
+
+    path: str
+    name: str
+    status: os.stat_result
+
+    def open(self) -> IO[bytes]:
+        """The file opened for reading."""
+        return open(self._descriptor(), "rb")
+
+    def head(self, size: int) -> bytes:
+        """Its first `size` bytes, or all it has: one `read` on a local file system, more
+        where a read may come back short (a network file system)."""
+        handle = self._descriptor()
+        try:
+            data = os.read(handle, size)
+            while len(data) < min(size, self.status.st_size):
+                more = os.read(handle, size - len(data))
+                if not more:
+                    break
+                data += more
+            return data
+        finally:
+            os.close(handle)
+
+    def _descriptor(self) -> int:
+        """The file opened for reading, refused (OSError) if the name no longer holds a
+        regular file with one name: one swapped since it was found for a symbolic link is
+        not followed, for a FIFO not waited on, for a hard link not read."""
+        handle = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        opened = os.fstat(handle)
+        if not stat.S_ISREG(opened.st_mode) or opened.st_nlink != 1:
+            os.close(handle)
+            raise OSError(errno.ESTALE, "it changed while it was opened")
+        return handle
 
 
 def _refused(reason: str) -> ToolOutcome:
@@ -193,28 +232,45 @@ def _invalid(error: ValidationError) -> str:
 
 
 def _read_file(tools: WorkspaceTools, call: ReadFile, deadline: float) -> ToolOutcome:
-    path = tools.existing(call.path)
-    if isinstance(path, str):
-        return _refused(path)
+    found = tools.existing(call.path)
+    if isinstance(found, str):
+        return _refused(found)
     bounds = tools.bounds
-    with path.open("rb") as handle:
-        if b"\0" in handle.read(8192):
-            return ToolOutcome(f"`{call.path}` is a binary file ({path.stat().st_size:,} bytes); not shown")
-        handle.seek(0)
-        for skipped in range(call.offset - 1):
-            if not handle.readline():
-                return ToolOutcome(f"`{call.path}` has {skipped} lines; offset {call.offset} is past its end")
-        chunk = handle.read(bounds.read_bytes + 1)  # one read and one decode, not one per line
+    room = min(found.status.st_size, bounds.read_bytes) + 1  # what it held when found, no more
+    chunk = found.head(room) if call.offset == 1 else _from_line(found, call.path, call.offset, room)
+    if isinstance(chunk, str):
+        return ToolOutcome(chunk)
+    if _binary(chunk):
+        return ToolOutcome(f"`{call.path}` is a binary file ({found.status.st_size:,} bytes); not shown")
     lines, more = _lines(chunk, min(call.limit, bounds.read_lines), bounds.read_bytes)
     if not lines:
         return ToolOutcome(
             f"`{call.path}` is empty" if call.offset == 1 else f"`{call.path}` ends before line {call.offset}"
         )
-    text = "\n".join(f"{number:6}\t{line}" for number, line in enumerate(lines, start=call.offset))
+    text = _numbered(lines, call.offset)
     if more:
         following = call.offset + len(lines)
         text += f"\n[cut: the file goes on; call read_file with offset={following} to read on]"
     return ToolOutcome(text)
+
+
+def _from_line(found: Existing, name: str, offset: int, room: int) -> bytes | str:
+    """At most `room` bytes of the file from line `offset` on (one read and one decode
+    later, not one per line); its head when it is binary; or why there is nothing to read."""
+    with found.open() as handle:
+        head = handle.read(BINARY_HEAD)
+        if _binary(head):
+            return head
+        handle.seek(0)
+        for skipped in range(offset - 1):
+            if not handle.readline():
+                return f"`{name}` has {skipped} lines; offset {offset} is past its end"
+        return handle.read(room)
+
+
+def _binary(data: bytes) -> bool:
+    """Whether a file whose first bytes are `data` is binary: a NUL in its head."""
+    return data.find(b"\0", 0, BINARY_HEAD) >= 0
 
 
 def _lines(chunk: bytes, limit: int, size: int) -> tuple[list[str], bool]:
@@ -234,24 +290,45 @@ def _lines(chunk: bytes, limit: int, size: int) -> tuple[list[str], bool]:
     return lines, more
 
 
+def _numbered(lines: list[str], first: int) -> str:
+    """`     7\tline` for each line, numbered from `first`, in one join: the numbers are
+    put between the lines by slice (no string made per line), those of a read from the
+    top made once."""
+    count = len(lines)
+    if first == 1 and count <= len(_NUMBERS):
+        numbers: Sequence[str] = _NUMBERS[:count]
+    else:
+        numbers = [f"\n{number:6}\t" for number in range(first, first + count)]
+    parts = [""] * (2 * count)
+    parts[::2] = numbers
+    parts[1::2] = lines
+    parts[0] = parts[0].removeprefix("\n")
+    return "".join(parts)
+
+
+_NUMBERS = tuple(f"\n{number:6}\t" for number in range(1, Bounds.read_lines + 1))
+
+
 def _write_file(tools: WorkspaceTools, call: WriteFile, deadline: float) -> ToolOutcome:
     data = call.content.encode()
     if len(data) > tools.bounds.write_bytes:
         return _refused(f"content is {len(data):,} bytes; at most {tools.bounds.write_bytes:,}")
-    path = tools.file(call.path)
-    if isinstance(path, str):
-        return _refused(path)
-    return _written(tools, path, call.content, "wrote")
+    found = tools.file(call.path)
+    if isinstance(found, str):
+        return _refused(found)
+    return _written(found, data, "wrote")
 
 
 def _edit_file(tools: WorkspaceTools, call: EditFile, deadline: float) -> ToolOutcome:
-    path = tools.existing(call.path)
-    if isinstance(path, str):
-        return _refused(path)
-    if path.stat().st_size > tools.bounds.write_bytes:
+    found = tools.existing(call.path)
+    if isinstance(found, str):
+        return _refused(found)
+    if found.status.st_size > tools.bounds.write_bytes:
         return _refused(f"`{call.path}` is over {tools.bounds.write_bytes:,} bytes; rewrite it in parts")
+    with found.open() as handle:
+        data = handle.read()
     try:
-        text = path.read_bytes().decode()
+        text = data.decode()
     except UnicodeDecodeError:
         return _refused(f"`{call.path}` is not UTF-8 text")
     count = text.count(call.old_string)
@@ -262,21 +339,20 @@ def _edit_file(tools: WorkspaceTools, call: EditFile, deadline: float) -> ToolOu
             f"old_string occurs {count} times in `{call.path}`: give more context to make it "
             "unique, or replace_all"
         )
-    new = text.replace(call.old_string, call.new_string)
-    if len(new.encode()) > tools.bounds.write_bytes:
+    new = text.replace(call.old_string, call.new_string).encode()
+    if len(new) > tools.bounds.write_bytes:
         return _refused(f"the edited file would be over {tools.bounds.write_bytes:,} bytes")
-    return _written(tools, path, new, f"replaced {count} occurrence{'s' if count > 1 else ''} in")
+    return _written(found, new, f"replaced {count} occurrence{'s' if count > 1 else ''} in")
 
 
-def _written(tools: WorkspaceTools, path: Path, text: str, verb: str) -> ToolOutcome:
+def _written(found: Located | Existing, data: bytes, verb: str) -> ToolOutcome:
     """Replace the file atomically (a hard link's other name keeps the old content) with
     the permissions it had."""
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
-    write_atomically(path, text, mode=mode)
-    digest = hashlib.sha256(text.encode()).hexdigest()
-    name = tools.relative(path)
+    mode = None if found.status is None else stat.S_IMODE(found.status.st_mode)
+    write_atomically(Path(found.path), data, mode=mode)
+    digest = hashlib.sha256(data).hexdigest()
     return ToolOutcome(
-        f"{verb} `{name}` ({len(text.encode()):,} bytes)", detail={"file": name, "sha256": digest}
+        f"{verb} `{found.name}` ({len(data):,} bytes)", detail={"file": found.name, "sha256": digest}
     )
 
 
@@ -319,11 +395,12 @@ def _search_files(tools: WorkspaceTools, call: SearchFiles, deadline: float) -> 
 
 
 def _matches(tools: WorkspaceTools, name: str, wanted: re.Pattern[str], room: int) -> list[str]:
-    path = tools.file(name)
-    if isinstance(path, str) or path.stat().st_size > tools.bounds.searched_bytes:
+    found = tools.existing(name)
+    if isinstance(found, str) or found.status.st_size > tools.bounds.searched_bytes:
         return []
-    data = path.read_bytes()
-    if b"\0" in data[:8192]:
+    with found.open() as handle:
+        data = handle.read()
+    if _binary(data):
         return []
     out = []
     for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):

@@ -1,4 +1,5 @@
-"""Helpers for runtime tests: a process from source text, replies, reading a run folder."""
+"""Helpers for runtime tests: a process from source text, replies, reading a run folder,
+whether a process still runs."""
 
 from __future__ import annotations
 
@@ -101,3 +102,12 @@ workflow w "W" {
     }
 }
 """
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie nobody reaped yet does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False

@@ -30,7 +30,7 @@ from todoflow.runtime.plan import Llm
 
 from ...conftest import ROOT, run_cli, wait_until
 from ...support.fake_model import FakeModel
-from ...support.runtime_helpers import read_journal
+from ...support.runtime_helpers import alive, read_journal
 
 EXAMPLE = ROOT / "examples" / "fast-path.todoflow"
 REPLIES = ROOT / "examples" / "replies" / "fast-path.yaml"
@@ -441,15 +441,6 @@ FORKS = textwrap.dedent(
 )
 
 
-def _alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie nobody reaped yet does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rpartition(")")[2].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
-
-
 def test_nothing_a_successful_script_started_outlives_its_attempt_and_it_gets_a_clean_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -459,7 +450,7 @@ def test_nothing_a_successful_script_started_outlives_its_attempt_and_it_gets_a_
     assert drive(engine, ScriptedAgent(_answers(), workspace), io.StringIO()) == "complete"
     engine.close()
     pids = json.loads((workspace / "pids.json").read_text())
-    wait_until(lambda: not _alive(pids["grandchild"]), "the script's child to be killed", within=5)
+    wait_until(lambda: not alive(pids["grandchild"]), "the script's child to be killed", within=5)
     kept = {name for name in ("PATH", "HOME", "LANG") if name in os.environ}
     assert set(pids["env"]) - {"LC_CTYPE"} == kept | {"MCP_API_URL", "MCP_API_TOKEN", "TODOFLOW_STEP_ID"}
     (started,) = [e for e in read_journal(tmp_path / "runs" / "p-1") if e["type"] == "fast_path_started"]
@@ -490,7 +481,7 @@ def test_a_resumed_run_kills_what_is_left_of_a_killed_runners_script(tmp_path: P
         runner.kill()
         runner.wait()
     pids = json.loads((workspace / "pids.json").read_text())
-    assert _alive(pids["script"]) and _alive(pids["grandchild"])  # a killed runner leaves them running
+    assert alive(pids["script"]) and alive(pids["grandchild"])  # a killed runner leaves them running
     (workspace / "hang").unlink()
     engine, _ = process.open_process(tmp_path / "runs", _runs(tmp_path)[0])
     orchestrator = [
@@ -503,7 +494,7 @@ def test_a_resumed_run_kills_what_is_left_of_a_killed_runners_script(tmp_path: P
     engine.close()
 
     def gone() -> bool:
-        return not (_alive(pids["script"]) or _alive(pids["grandchild"]))
+        return not (alive(pids["script"]) or alive(pids["grandchild"]))
 
     wait_until(gone, "the killed runner's script and its child to be killed", within=5)
 

@@ -6,14 +6,20 @@ resumable stop."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ...conftest import run_cli
+from ...conftest import run_cli, wait_until
 from ...support.fake_model import FakeModel
+from ...support.runtime_helpers import alive
 
 SECRET = "sk-test-tools-0123456789-never-in-a-command"
 FLOW = """\
@@ -152,6 +158,66 @@ def test_the_shell_when_allowed_runs_in_the_workspace_without_the_key(tmp_path: 
     (run,) = (tmp_path / ".todoflow" / "runs").iterdir()
     (called,) = [e for e in _events(run) if e["event"] == "ToolCalled"]
     assert called["command"] == "pwd > README.md; env >> README.md" and called["exit_code"] == 0
+
+
+@pytest.mark.parametrize(
+    ("stop", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]
+)
+def test_a_signal_to_the_runner_kills_the_running_command_with_its_children(
+    tmp_path: Path, stop: signal.Signals, status: int
+) -> None:
+    """SIGTERM, SIGINT or SIGHUP of `todoflow run` while a `run_command` runs: the
+    command's shell and the child it forked are killed with it, the runner ends without a
+    traceback, and the run resumes where it was."""
+    command = "echo built > README.md; sleep 300 & echo $! > child.pid; echo $$ > shell.pid; wait"
+    script = [
+        _call("run_command", command=command),
+        _call("complete_todo", todo_id="todo_1", result="ok", evidence="README.md"),
+    ]
+    flow = FLOW[: FLOW.index("    todo_task")] + FLOW[FLOW.index("    regular docs") :]
+    with FakeModel(script) as fake:
+        workspace = _project(tmp_path, fake, "[tools]\nshell = true\n")
+        (tmp_path / "flow.todoflow").write_text(flow)
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "todoflow", "run", "flow.todoflow", "--agent", "llm",
+             "--workspace", "workspace"],
+            cwd=tmp_path, env={**os.environ, "FAKE_KEY": SECRET},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        pids = [workspace / "shell.pid", workspace / "child.pid"]
+        wait_until(lambda: all(p.exists() and p.read_text().strip() for p in pids), "the command's pids")
+        shell, child = (int(p.read_text()) for p in pids)
+        runner.send_signal(stop)
+        _, stderr = runner.communicate(timeout=60)
+        try:
+            assert runner.returncode == status and "Traceback" not in stderr, stderr
+            wait_until(lambda: not alive(shell) and not alive(child), "the command and its child to die")
+        except BaseException:  # a failing test leaves nothing running
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(shell, signal.SIGKILL)
+            raise
+        (run,) = (tmp_path / ".todoflow" / "runs").iterdir()
+        resumed = run_cli(
+            "run", "--resume", run.name, "--agent", "llm", cwd=tmp_path, env={"FAKE_KEY": SECRET}
+        )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert fake.unused() == 0 and not fake.unexpected
+
+
+def test_a_signal_the_runner_was_started_ignoring_stays_ignored() -> None:
+    """`nohup todoflow run ...`: SIGHUP was ignored, and stays so while the run lasts;
+    SIGTERM stops it; both are as they were afterwards."""
+    from todoflow.runtime.agents.driver import stopped_by_signals
+
+    before, term = signal.signal(signal.SIGHUP, signal.SIG_IGN), signal.getsignal(signal.SIGTERM)
+    try:
+        with stopped_by_signals():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_IGN, term)
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is term
+    finally:
+        signal.signal(signal.SIGHUP, before)
 
 
 def _events(run: Path) -> list[dict[str, Any]]:

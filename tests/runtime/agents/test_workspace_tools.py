@@ -15,6 +15,9 @@ import pytest
 from todoflow.runtime.agents.toolbox import ToolOutcome, ToolSpec
 from todoflow.runtime.agents.workspace_tools import Bounds, WorkspaceTools
 
+from ...conftest import wait_until
+from ...support.runtime_helpers import alive
+
 
 def _call(tools: WorkspaceTools, name: str, **arguments: object) -> tuple[str, bool, dict[str, object]]:
     outcome = tools.call(name, arguments, time.monotonic() + 30)
@@ -51,6 +54,63 @@ def test_read_file_numbers_lines_pages_and_says_binary(workspace: Path) -> None:
     (workspace / "blob.bin").write_bytes(b"\x00\x01\x02" * 10)
     content, refused, _ = _call(tools, "read_file", path="blob.bin")
     assert not refused and content == "`blob.bin` is a binary file (30 bytes); not shown"
+
+
+@pytest.mark.parametrize(("offset", "limit"), [(1, 2000), (1, 2500), (1498, 5)])
+def test_read_file_numbers_every_line_it_shows(workspace: Path, offset: int, limit: int) -> None:
+    lines = [f"line {n} ü" for n in range(1, 3001)]
+    (workspace / "long.txt").write_text("\n".join(lines) + "\n")
+    tools = WorkspaceTools(workspace, bounds=Bounds(read_lines=2500, read_bytes=1 << 20))
+    content, _, _ = _call(tools, "read_file", path="long.txt", offset=offset, limit=limit)
+    shown = range(offset, offset + limit)
+    numbered = "\n".join(f"{n:6}\t{lines[n - 1]}" for n in shown)
+    cut = f"[cut: the file goes on; call read_file with offset={shown[-1] + 1} to read on]"
+    assert content == f"{numbered}\n{cut}"
+
+
+def test_read_file_reads_on_after_a_short_read(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file system whose reads come back short (a network one) still shows the whole file."""
+    from todoflow.runtime.agents import workspace_tools
+
+    real = os.read
+    monkeypatch.setattr(workspace_tools.os, "read", lambda handle, size: real(handle, min(size, 7)))
+    content, _, _ = _call(WorkspaceTools(workspace), "read_file", path="src/app.py")
+    assert content == "     1\tprint('hello')\n     2\tprint('bye')"
+
+
+def test_a_file_swapped_after_it_was_found_is_not_read(workspace: Path) -> None:
+    """Between the confinement and the read, the name is replaced by a FIFO, a hard link
+    or a symbolic link to a file outside: nothing is read, and a FIFO is not waited on."""
+    secret = workspace.parent / "secret.txt"
+    path = workspace / "src" / "app.py"
+    tools = WorkspaceTools(workspace)
+    for swap in (os.mkfifo, lambda there: os.link(secret, there), lambda there: there.symlink_to(secret)):
+        found = tools.existing("src/app.py")
+        assert not isinstance(found, str)
+        path.unlink()
+        swap(path)
+        with pytest.raises(OSError, match=r"changed while it was opened|symbolic links"):
+            found.head(100)
+        path.unlink()
+        path.write_text("print('hello')\n")
+
+
+def test_write_and_edit_file_keep_the_files_permissions(workspace: Path) -> None:
+    tools = WorkspaceTools(workspace)
+    script = workspace / "run.sh"
+    script.write_text("echo hi\n")
+    script.chmod(0o750)
+    _call(tools, "edit_file", path="run.sh", old_string="hi", new_string="bye")
+    assert script.stat().st_mode & 0o777 == 0o750 and script.read_text() == "echo bye\n"
+    private = workspace / "private.txt"
+    private.write_text("x")
+    private.chmod(0o600)
+    _call(tools, "write_file", path="private.txt", content="y")
+    assert private.stat().st_mode & 0o777 == 0o600
+    _call(tools, "write_file", path="new.txt", content="z")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (workspace / "new.txt").stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 def test_write_and_edit_file_report_the_new_digest(workspace: Path) -> None:
@@ -145,18 +205,15 @@ def test_run_command_is_killed_with_its_children_at_its_timeout(workspace: Path)
     assert time.monotonic() - started < 10
     assert content.startswith("killed at its timeout of 1 s") and detail["exit_code"] == -9
     child = int((workspace / "child.pid").read_text())
-    deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _alive(child)
+    wait_until(lambda: not alive(child), f"the command's child {child} to be killed with it")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/stat").read_text().split()[2]
-    except FileNotFoundError:
-        return False
-    return status != "Z"
+def test_a_child_left_in_the_background_does_not_outlive_its_command(workspace: Path) -> None:
+    tools = WorkspaceTools(workspace, shell=True)
+    content, _, _ = _call(tools, "run_command", command="sleep 60 & echo $! > child.pid")
+    assert content.startswith("exit code: 0")
+    child = int((workspace / "child.pid").read_text())
+    wait_until(lambda: not alive(child), f"the command's child {child} to be killed with it")
 
 
 def test_run_command_output_is_cut_to_its_bound(workspace: Path) -> None:

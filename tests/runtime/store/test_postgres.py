@@ -103,6 +103,8 @@ def test_one_orchestration_derives_the_same_bytes_from_a_run_folder_and_from_the
         json.loads(run_cli("status", "orchestrated-1", "--json", *where).stdout)
         for where in (("--run-dir", str(tmp_path / "runs")), ("--store", pg_url))
     ]
+    locations = [status.pop("location") for status in statuses]
+    assert locations == [str(tmp_path / "runs" / "orchestrated-1"), runs_at(pg_url).location]
     assert statuses[0] == statuses[1]
 
 

@@ -35,6 +35,7 @@ BENCHMARKS = (
     "lsp",
     "llm",
     "tools",
+    "commands",
     "postgres",
 )
 RESULTS = BUILD / "results.jsonl"

@@ -278,6 +278,27 @@ class FastPathStarted:
     script_sha256: str
     runner: str | None = None  # `<host>:<pid>` of the process running the script (None: older runs)
     group: int | None = None  # the script's process group, killed when its attempt ends (None: older runs)
+    leader: str | None = None  # its leader's start, told from a later process given its id (None: unknown)
+
+
+@node
+class CommandStarted:
+    """`run_command`: an agent's shell command started, journaled as it starts (its
+    `ToolCalled` comes when the call has ended), by `runner` (host and process id) in the
+    process group `group`, whose leader's start is `leader` (None: unknown). A run resumed
+    after its runner was killed kills what is left of that group. No node moves."""
+
+    TYPE: ClassVar[str] = "command_started"
+    seq: int
+    at: str
+    by: By
+    step: str
+    agent: str  # `orchestrator`, a route id, or `generic`
+    todo: str | None  # the todo worked on, `todo_<N>`
+    command: str
+    runner: str
+    group: int
+    leader: str | None
 
 
 @node
@@ -310,6 +331,7 @@ Entry: TypeAlias = (
     | RaiseTurns
     | LlmCall
     | ToolCalled
+    | CommandStarted
     | FastPathStarted
     | FastPathFailed
 )
@@ -329,6 +351,7 @@ KINDS: dict[str, type[Any]] = {
         RaiseTurns,
         LlmCall,
         ToolCalled,
+        CommandStarted,
         FastPathStarted,
         FastPathFailed,
     )

@@ -14,6 +14,7 @@ import pydantic_core
 
 from .entries import (
     ORCHESTRATOR,
+    CommandStarted,
     Confirm,
     Continue,
     CreateTodo,
@@ -251,6 +252,14 @@ def _tool_called(said: Said, entry: ToolCalled) -> list[Event]:
     """Not one of the seed's events: the audit of an agent's tool call, named as the entry."""
     fields = {k: v for k, v in to_json(entry).items() if k not in ("seq", "at", "by", "step", "type")}
     return [said.event("ToolCalled", **{k: v for k, v in fields.items() if v is not None})]
+
+
+@_derives(CommandStarted)
+def _command_started(said: Said, entry: CommandStarted) -> list[Event]:
+    """Not one of the seed's events: a command that ran shows in the audit even when its
+    runner was killed before its `ToolCalled`."""
+    fields = {k: v for k, v in to_json(entry).items() if k not in ("seq", "at", "by", "step", "type")}
+    return [said.event("CommandStarted", **{k: v for k, v in fields.items() if v is not None})]
 
 
 def learning_id(process_id: str, seq: int) -> str:

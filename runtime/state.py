@@ -32,6 +32,7 @@ from todoflow.dsl.nodes import node, replace
 
 from .entries import (
     ORCHESTRATOR,
+    CommandStarted,
     Confirm,
     Continue,
     CreateTodo,
@@ -548,6 +549,11 @@ def _llm_call(plan: RunPlan, step: RunStep, draft: Draft, entry: LlmCall) -> Non
 @_settles(ToolCalled)
 def _tool_called(plan: RunPlan, step: RunStep, draft: Draft, entry: ToolCalled) -> None:
     """An audit record: nothing of the process changes."""
+
+
+@_settles(CommandStarted)
+def _command_started(plan: RunPlan, step: RunStep, draft: Draft, entry: CommandStarted) -> None:
+    """A record of what runs beside the process: nothing of it changes."""
 
 
 @_settles(FastPathStarted)

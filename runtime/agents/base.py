@@ -17,6 +17,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from ..directive import Directive
 from ..events import todos
 from ..llm_choice import Spent
+from .toolbox import Started
 
 
 class Blocked(NamedTuple):
@@ -57,6 +58,10 @@ class OffersTools(Protocol):
 
     def close(self) -> None:
         """Releases its toolsets (a command still running is killed with its group)."""
+        ...
+
+    def on_command(self, started: Started) -> None:
+        """Each command its toolsets start is told to `started` as it starts."""
         ...
 
 

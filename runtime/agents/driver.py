@@ -5,6 +5,8 @@ unchanged), records a blocked todo as the agent's `update_todo` (so the run says
 blocked and a script resumes after the block), and otherwise only relays. It returns
 how the run ended (`Ending`): `complete`, `blocked` or `stopped` (resumable), or
 `refused` (a script's reply was refused; resumable once the script is fixed), with why.
+Before anything else it kills what a killed runner left running of the run's commands,
+and it journals each command the agent starts as it starts (`commands.py`).
 
 `stopped_by_signals` makes SIGTERM and SIGHUP stop a run as SIGINT does: by an exception
 that unwinds through every `finally`, so a command still running is killed with its
@@ -14,6 +16,7 @@ process group, the MCP servers and the journal are closed, and the run resumes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..directive import Directive
 from ..engine import Engine, Refusal
 from ..views.card import card_text
-from . import fast_path
+from . import commands, fast_path, process_groups
 from .base import Agent, Blocked, OffersTools, Stop
 
 if TYPE_CHECKING:
@@ -55,13 +58,18 @@ def drive(
     """Run until the workflow completes or the agent stops; `show_prompts` prints each
     directive's rendered prompt (what an LLM agent would read) before the agent answers.
     A learn_code step tries its fast path first (`fast_path_only`: and nothing else).
-    `observe` is called after each turn of the loop (a live trace looks at the journal)."""
+    `observe` is called after each turn of the loop (a live trace looks at the journal).
+    First of all, what is left of a command a killed runner left running is killed."""
+    commands.stop_left(engine, out)
+    journal = commands.Journal(engine)
+    if isinstance(agent, OffersTools):
+        agent.on_command(journal.started)
     directive = engine.directive()
     out.write(card_text(directive))
     while not directive.completed:
         if observe is not None:
             observe()
-        fast = _fast_path(engine, agent, directive, out, fast_path_only)
+        fast = _fast_path(engine, agent, journal, directive, out, fast_path_only)
         if fast is not None:
             directive = fast
             continue
@@ -70,11 +78,12 @@ def drive(
             return Ending("blocked", directive.blocked)
         if show_prompts:
             _show_prompt(directive, agent, out)
+        journal.asking(directive)
         answer, by = _answer(directive, agent)
         usage = agent.spent()
         if isinstance(answer, Stop):
             if usage:
-                engine.record_usage(directive.attempt_id, usage)
+                engine.record_usage(journal.attempt, usage)
             out.write("stopped\n" if answer == Stop() else f"stopped: {answer.reason}\n")  # `quit`: once
             return Ending("stopped", None if answer == Stop() else answer.reason)
         blocked = answer if isinstance(answer, Blocked) else None
@@ -84,7 +93,7 @@ def drive(
         if blocked is not None:
             answer = _block(directive, blocked.reason)
         try:
-            directive = engine.step(directive.attempt_id, answer, by, usage)
+            directive = engine.step(journal.attempt, answer, by, usage)
         except Refusal as refusal:
             out.write(f"refused: {refusal.reason}\n")
             if not agent.refused(refusal.reason):
@@ -109,7 +118,10 @@ def stopped_by_signals() -> Iterator[None]:
     is (a process killed by the signal would leave its commands running, their group
     no longer anyone's). Further ones are ignored while the run unwinds: SIGKILL is the
     stop that does not wait. A signal the process was started ignoring (`nohup`) stays
-    ignored. Only the main thread can take a signal; elsewhere it does nothing."""
+    ignored. Ctrl-C raises KeyboardInterrupt as Python's own handler does. Each waits
+    while a command's process group is being started (`process_groups.starting`), so
+    the unwinding finds it to kill. Only the main thread can take a signal; elsewhere it
+    does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -118,6 +130,8 @@ def stopped_by_signals() -> Iterator[None]:
         for number in STOPPING
         if signal.getsignal(number) not in (signal.SIG_IGN, None)  # None: C code's own handler
     }
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not a handler of the caller's
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, _interrupt)
     try:
         yield
     finally:
@@ -128,7 +142,19 @@ def stopped_by_signals() -> Iterator[None]:
 def _stop(number: int, _: FrameType | None) -> None:
     for each in STOPPING:
         signal.signal(each, signal.SIG_IGN)
-    raise SystemExit(128 + number)
+    process_groups.stop(functools.partial(_exit, 128 + number))
+
+
+def _exit(status: int) -> None:
+    raise SystemExit(status)
+
+
+def _interrupt(number: int, _: FrameType | None) -> None:
+    process_groups.stop(_interrupted)
+
+
+def _interrupted() -> None:
+    raise KeyboardInterrupt
 
 
 def _show_prompt(directive: Directive, agent: Agent, out: TextIO) -> None:
@@ -146,7 +172,12 @@ def _answer(directive: Directive, agent: Agent) -> tuple[Any, str]:
 
 
 def _fast_path(
-    engine: Engine, agent: Agent, directive: Directive, out: TextIO, fast_path_only: bool
+    engine: Engine,
+    agent: Agent,
+    journal: commands.Journal,
+    directive: Directive,
+    out: TextIO,
+    fast_path_only: bool,
 ) -> Directive | None:
     """At a learn_code step not tried yet: its intake, then the fast path; the directive
     after it (the next step, or the step afresh). None: no fast path is due (`directive`
@@ -156,24 +187,25 @@ def _fast_path(
     if step is None:
         return None if current is directive else current
     out.write(_progress_line(current))
-    fast_path.run(engine, step, _sub_agent(agent, out), out, fast_path_only)
+    fast_path.run(engine, step, _sub_agent(agent, journal, out), out, fast_path_only)
     return engine.directive()
 
 
-def _sub_agent(agent: Agent, out: TextIO) -> fast_path.SubAgent:
+def _sub_agent(agent: Agent, journal: commands.Journal, out: TextIO) -> fast_path.SubAgent:
     """The run's agent as the sub-agent of a fast path's delegation, until it is answered."""
 
     def answer(engine: Engine, directive: Directive) -> Directive:
         while directive.node == "delegated":
+            journal.asking(directive)
             reply = agent.reply(directive)
             usage = agent.spent()
             if isinstance(reply, Stop | Blocked):
                 if usage:  # what the model spent is journaled, answer or not
-                    engine.record_usage(directive.attempt_id, usage)
+                    engine.record_usage(journal.attempt, usage)
                 out.write(f"the sub-agent gave up: {reply.reason}\n")
                 raise fast_path.GaveUp(f"the sub-agent gave no answer: {reply.reason}")
             try:
-                directive = engine.step(directive.attempt_id, reply, "agent", usage)
+                directive = engine.step(journal.attempt, reply, "agent", usage)
             except Refusal as refusal:
                 out.write(f"refused: {refusal.reason}\n")
                 if not agent.refused(refusal.reason):

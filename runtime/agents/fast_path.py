@@ -7,10 +7,11 @@ the workspace as a subprocess in its own process group, with a clean environment
 (`PATH`, `HOME`, `LANG` and the three variables below: no provider key, no store URL):
 `MCP_API_URL` pointing at an HTTP endpoint on 127.0.0.1 (a random port) and a per-run
 token in `MCP_API_TOKEN`, sent back as `Authorization: Bearer <token>`. The group is
-journaled with the attempt (`FastPathStarted.group`) and killed whole when the attempt
-ends, whatever ended it (success too), so nothing the script started outlives it; a run
-resumed after its runner was killed kills what is left of the group before it fails the
-interrupted attempt.
+journaled with the attempt (`FastPathStarted.group`, and its leader's start) and killed
+whole when the attempt ends, whatever ended it (success too), so nothing the script
+started outlives it; a run resumed after its runner was killed kills what is left of the
+group before it fails the interrupted attempt (`process_groups.kill_left`: only while it
+is still the group recorded).
 
     POST ${MCP_API_URL}/tools/custom/call_sub_agent {"route_id", "todo_id", "instructions"}
 
@@ -34,8 +35,6 @@ import hmac
 import json
 import os
 import secrets
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -53,10 +52,11 @@ from ..engine import Engine, Refusal
 from ..entries import FastPathFailed, FastPathStarted, keep
 from ..orchestrator import learn_code
 from ..plan import RunStep
+from . import process_groups
+from .process_groups import RUNNER, kill, kill_left, leader, starting
 
 SCRIPT = "main.py"
 TIMEOUT = 600.0  # seconds the script may run
-RUNNER = f"{socket.gethostname()}:{os.getpid()}"  # who runs a script, as its start journals it
 ENDPOINT = "/tools/custom/call_sub_agent"
 KEPT = ("PATH", "HOME", "LANG")  # what the script keeps of the runner's environment
 
@@ -128,8 +128,8 @@ def interrupted(engine: Engine, step: RunStep) -> None:
     """A run resumed in the middle of a fast path: the attempt was cut short, so it failed
     (the script is not run twice into one checklist)."""
     started = _started(engine)
-    if started is not None and started.group is not None and _here(started.runner):
-        _kill_group(started.group)  # what is left of the script: it must not act beside the step
+    if started is not None and started.group is not None and process_groups.here(started.runner):
+        kill_left(started.group, started.leader)  # what is left of the script must not act beside the step
     directive = engine.directive()
     reason = "the fast path was interrupted (the run stopped while it ran)"
     engine.journal(
@@ -152,7 +152,7 @@ def abandoned(engine: Engine, here: bool) -> bool:
     alive = engine.store.alive(started.runner)
     if alive is not None:
         return not alive
-    if _here(started.runner):
+    if process_groups.here(started.runner):
         try:
             os.kill(int(pid), 0)
         except ProcessLookupError:
@@ -181,16 +181,6 @@ def last_failure(engine: Engine) -> FastPathError | None:
 def _started(engine: Engine) -> FastPathStarted | None:
     """The journal's last start of a fast path."""
     return next((e for e in reversed(engine.store.entries()) if isinstance(e, FastPathStarted)), None)
-
-
-def _here(runner: str | None) -> bool:
-    """Whether `runner` (`<host>:<pid>`) is a process of this machine."""
-    return runner is not None and runner.rpartition(":")[0] == socket.gethostname()
-
-
-def _kill_group(group: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # gone already, or not ours
-        os.killpg(group, signal.SIGKILL)
 
 
 def run(
@@ -257,8 +247,10 @@ def _attempt(
     keep(token)  # a script that prints its environment must not put the token in the journal
     gate = _Gate()
     with _endpoint(engine, step, token, sub_agent, gate) as url:
-        child = _spawn(script, engine.workspace, _environment(url, token, step.id))
+        child: subprocess.Popen[bytes] | str = f"{SCRIPT} did not start"
         try:
+            with starting():  # a stop signal meanwhile waits until `finally` can kill it
+                child = _spawn(script, engine.workspace, _environment(url, token, step.id))
             engine.journal(
                 engine.directive().attempt_id,
                 lambda seq, at: FastPathStarted(
@@ -269,6 +261,7 @@ def _attempt(
                     script_sha256=digest,
                     runner=RUNNER,
                     group=child.pid if isinstance(child, subprocess.Popen) else None,
+                    leader=leader(child.pid) if isinstance(child, subprocess.Popen) else None,
                 ),
             )
             if isinstance(child, str):
@@ -278,8 +271,7 @@ def _attempt(
         finally:
             gate.shut()
             if isinstance(child, subprocess.Popen):
-                _kill_group(child.pid)  # the script and whatever it started, success or not
-                child.wait()
+                kill(child)  # the script and whatever it started, success or not
     if code is None:
         if cancel.is_set():
             return f"{SCRIPT} was stopped: its runner is shutting down"

@@ -50,7 +50,7 @@ from ..replies import (
 from .base import Answer, Stop
 from .llm_config import LlmConfig, endpoint
 from .llm_tools import MAX_CALLS_PER_MESSAGE, Tools, oversized
-from .toolbox import Toolset
+from .toolbox import Started, StartsCommands, Toolset
 
 MAX_REFUSALS = 5  # refused (or tool-less) answers in a row before the agent stops
 MAX_ROUNDS = 100  # model calls for one directive before the agent stops (tool calls take rounds)
@@ -376,6 +376,11 @@ class LlmAgent:
     def close(self) -> None:
         """Releases the toolsets (a command still running is killed with its group)."""
         self.tools.close()
+
+    def on_command(self, started: Started) -> None:
+        for toolset in self.tools.toolsets:
+            if isinstance(toolset, StartsCommands):
+                toolset.on_start(started)
 
     # -- a tool call --------------------------------------------------------------------------
 

@@ -10,9 +10,9 @@ Its outcome is text for the model plus what the audit records (`ToolCalled`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -48,4 +48,16 @@ class Toolset(Protocol):
 
     def close(self) -> None:
         """Releases what the toolset holds (processes, connections); idempotent."""
+        ...
+
+
+Started = Callable[[str, int], None]  # a command line and its process group, told as it starts
+
+
+@runtime_checkable
+class StartsCommands(Protocol):
+    """A toolset that starts commands which could outlive its runner (the shell)."""
+
+    def on_start(self, started: Started) -> None:
+        """From now on, tell `started` of each command as it starts (the driver journals it)."""
         ...

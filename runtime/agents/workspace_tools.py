@@ -8,17 +8,16 @@ NUL, devices and FIFOs refused); a refused call changes nothing and says why in 
 line. Every call is bounded (`Bounds`, documented in docs/llm.md). A command runs in the
 workspace with a clean environment (`CLEAN_ENV`: no provider key, no store URL, no
 learn_code token reaches it), in a process group of its own that is killed at its
-timeout, at the call's deadline, or when the run stops.
+timeout, at the call's deadline, or when the run stops; the driver is told of it as it
+starts (`on_start`: it journals it, so a resume kills it if the runner was killed).
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import os
 import re
-import signal
 import stat
 import subprocess
 import tempfile
@@ -35,7 +34,8 @@ from todoflow.compiler.files import write_atomically
 from ..replies import model_properties
 from ..workspace import Located, workspace_file
 from .offer import SHELL_TOOL, workspace_tools
-from .toolbox import ToolOutcome, ToolSpec
+from .process_groups import kill, starting
+from .toolbox import Started, ToolOutcome, ToolSpec
 
 BINARY_HEAD = 8192  # a NUL in a file's first bytes: it is binary, not shown nor searched
 CLEAN_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "USER", "LOGNAME", "SHELL")
@@ -137,6 +137,7 @@ class WorkspaceTools:
         source = os.environ if environ is None else environ
         self.environ = {key: source[key] for key in CLEAN_ENV if key in source}
         self.running: dict[int, subprocess.Popen[bytes]] = {}
+        self.started: Started | None = None  # told of each command as it starts
         self._specs = tuple(_spec(name) for name in workspace_tools(shell))  # the names `plan` shows
 
     def specs(self) -> tuple[ToolSpec, ...]:
@@ -160,9 +161,12 @@ class WorkspaceTools:
         except OSError as error:
             return _refused(f"{name} failed: {error.strerror or error}")
 
+    def on_start(self, started: Started) -> None:
+        self.started = started
+
     def close(self) -> None:
         for child in list(self.running.values()):
-            _kill(child)
+            kill(child)
         self.running.clear()
 
     def file(self, name: str) -> Located | str:
@@ -449,23 +453,26 @@ def _run_command(tools: WorkspaceTools, call: RunCommand, deadline: float) -> To
     asked = min(call.timeout_s or bounds.shell_timeout_s, bounds.shell_max_s)
     timeout = max(0.0, min(float(asked), deadline - time.monotonic()))
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
-        child = subprocess.Popen(
-            ["/bin/sh", "-c", call.command],
-            cwd=tools.root,
-            env=tools.environ,
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
-            start_new_session=True,  # its own process group, killed whole
-        )
-        tools.running[child.pid] = child
+        with starting():  # a stop signal meanwhile waits until `close()` can find it
+            child = subprocess.Popen(
+                ["/bin/sh", "-c", call.command],
+                cwd=tools.root,
+                env=tools.environ,
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                start_new_session=True,  # its own process group, killed whole
+            )
+            tools.running[child.pid] = child
         try:
+            if tools.started is not None:  # journaled, so a resume kills it if its runner is killed
+                tools.started(call.command, child.pid)
             code = child.wait(timeout=timeout)
             killed = False
         except subprocess.TimeoutExpired:
-            code, killed = _kill(child), True
+            code, killed = kill(child), True
         finally:  # the run stops (an interrupt) or the call ends: nothing of it lives on
-            _kill(child)
+            kill(child)
             tools.running.pop(child.pid, None)
         head = (
             f"killed at its timeout of {timeout:g} s (exit code {code})" if killed else f"exit code: {code}"
@@ -473,13 +480,6 @@ def _run_command(tools: WorkspaceTools, call: RunCommand, deadline: float) -> To
         printed = _cut(stdout, bounds.output_bytes), _cut(stderr, bounds.output_bytes)
         text = f"{head}\n--- stdout ---\n{printed[0]}\n--- stderr ---\n{printed[1]}"
     return ToolOutcome(text, detail={"command": call.command, "exit_code": code})
-
-
-def _kill(child: subprocess.Popen[bytes]) -> int:
-    """Kill the child's whole process group (what it started too); its exit code."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(child.pid, signal.SIGKILL)
-    return child.wait()
 
 
 def _cut(output: IO[bytes], limit: int) -> str:

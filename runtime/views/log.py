@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from ..entries import (
     ORCHESTRATOR,
+    CommandStarted,
     Confirm,
     Continue,
     CreateTodo,
@@ -329,11 +330,17 @@ def _tool_called(found: dict[str, Any], around: _Around, entry: ToolCalled) -> N
     found.setdefault("tool_calls", []).append(call)
 
 
+@_describes(CommandStarted)
+def _command_started(found: dict[str, Any], around: _Around, entry: CommandStarted) -> None:
+    started = {"at": entry.at, "agent": entry.agent, "todo": entry.todo, "command": entry.command}
+    found.setdefault("commands_started", []).append(started)
+
+
 def iteration_of(before: ProcessState, settled: ProcessState, entry: Entry) -> int:
     """The orchestrator turn an entry belongs to: its own, or the delegation's it answers."""
     if isinstance(entry, SubmitTasks):
         return 0
-    if isinstance(entry, LlmCall | ToolCalled):  # a model or tool call prepares the turn it answers with
+    if isinstance(entry, LlmCall | ToolCalled | CommandStarted):  # a call prepares the turn it answers with
         if entry.agent != ORCHESTRATOR and before.delegation is not None:
             return before.delegation.iteration
         return 0 if before.node == "intake" else before.turns + 1
@@ -406,6 +413,8 @@ def _iteration_text(iteration: Mapping[str, Any]) -> list[str]:
         tokens = f"{call['prompt_tokens']}+{call['completion_tokens']} tokens"
         model = f"{call['provider']}:{call['model_id']} ({call['rule']})"
         out.append(f"   model: {call['agent']} asked {model}, {tokens}")
+    for started in iteration.get("commands_started", []):
+        out.append(f"   command: {started_line(started)}")
     for call in iteration.get("tool_calls", []):
         out.append(f"   tool: {tool_line(call)}")
     if "learning_id" in iteration:
@@ -427,6 +436,13 @@ def tool_line(call: Mapping[str, Any]) -> str:
     if "command" in call:
         line += f": `{call['command']}` exited {call.get('exit_code')}"
     return line
+
+
+def started_line(started: Mapping[str, Any]) -> str:
+    """`generic started `make test` for todo_2`: a command as it started (a runner killed
+    while it ran never journaled the call that ends it)."""
+    todo = f" for {started['todo']}" if started.get("todo") else ""
+    return f"{started['agent']} started `{started['command']}`{todo}"
 
 
 def _attempt_text(iteration: Mapping[str, Any]) -> list[str]:

@@ -42,6 +42,7 @@ from ..directive import Directive
 from ..engine import Engine, Refusal
 from ..entries import (
     ORCHESTRATOR,
+    CommandStarted,
     Confirm,
     Continue,
     CreateTodo,
@@ -461,6 +462,12 @@ def _tool_called(entry: ToolCalled, walker: _Walker) -> Ask:
     return Ask(lambda engine, attempt: engine.record_usage(attempt, [use]))
 
 
+@_asks(CommandStarted)
+def _command_started(entry: CommandStarted, walker: _Walker) -> Ask:
+    """The driver's record of a command as it started, in the turn that ran it."""
+    return Ask(_journaled(entry))
+
+
 @_asks(FastPathStarted, FastPathFailed)
 def _fast_path(entry: FastPathStarted | FastPathFailed, walker: _Walker) -> Ask:
     """The runner's own entries, made only at a learn_code step."""
@@ -469,10 +476,12 @@ def _fast_path(entry: FastPathStarted | FastPathFailed, walker: _Walker) -> Ask:
         if walker.learn_code(entry.step)
         else f"step `{entry.step}` is not a learn_code step under NEW: no fast path runs there"
     )
-    return Ask(
-        lambda engine, attempt: engine.journal(attempt, lambda seq, at: replace(entry, seq=seq, at=at)),
-        unless=unless,
-    )
+    return Ask(_journaled(entry), unless=unless)
+
+
+def _journaled(entry: Entry) -> Callable[[Engine, str], Directive]:
+    """The driver's own entry journaled again, at the seq and time the replay gives it."""
+    return lambda engine, attempt: engine.journal(attempt, lambda seq, at: replace(entry, seq=seq, at=at))
 
 
 # -- the workspace, as the journal recorded it -------------------------------------------

@@ -484,10 +484,12 @@ def _iteration(
 
 
 def _tool_calls(found: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    """The agent's tool calls of the iteration, one line each, as the log shows them."""
-    from .log import tool_line
+    """The agent's commands started and tool calls of the iteration, one line each, as the
+    log shows them."""
+    from .log import started_line, tool_line
 
-    return tuple(("tool", tool_line(call)) for call in found.get("tool_calls", []))
+    started = tuple(("command", started_line(each)) for each in found.get("commands_started", []))
+    return started + tuple(("tool", tool_line(call)) for call in found.get("tool_calls", []))
 
 
 def _raw(data: Mapping[str, Any]) -> RawEntry:

@@ -46,7 +46,7 @@ AGENT = ("--agent", "scripted:replies.yaml")
 CONVERTED = "replies:\n" + (  # the sub-agent's answer to any delegation, however many attempts
     '  - {files: {converted.log: "done\\n"}, evidence: "converted", progress_execution_outcome: "ok"}\n' * 60
 )
-VOLATILE = {"seq", "at", "runner", "group"}  # what differs between two runs' journals
+VOLATILE = {"seq", "at", "runner", "group", "leader"}  # what differs between two runs' journals
 FULL = 1 << 20  # full-disk cases draw from seeds this far past the kill cases'
 
 

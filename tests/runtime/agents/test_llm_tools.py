@@ -204,6 +204,52 @@ def test_a_signal_to_the_runner_kills_the_running_command_with_its_children(
     assert fake.unused() == 0 and not fake.unexpected
 
 
+def test_a_command_a_killed_runner_left_running_is_killed_when_the_run_resumes(tmp_path: Path) -> None:
+    """SIGKILL of `todoflow run` while a `run_command` runs: nothing of the runner is left
+    to kill the command, whose group lives on with no time limit; it was journaled as it
+    started, so the resumed run kills it (the shell and the child it forked) before its
+    agent does anything, and says so. The log and the audit show the command."""
+    command = "echo built > README.md; sleep 300 & echo $! > child.pid; echo $$ > shell.pid; wait"
+    script = [
+        _call("run_command", command=command),
+        _call("complete_todo", todo_id="todo_1", result="ok", evidence="README.md"),
+    ]
+    flow = FLOW[: FLOW.index("    todo_task")] + FLOW[FLOW.index("    regular docs") :]
+    with FakeModel(script) as fake:
+        workspace = _project(tmp_path, fake, "[tools]\nshell = true\n")
+        (tmp_path / "flow.todoflow").write_text(flow)
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "todoflow", "run", "flow.todoflow", "--agent", "llm",
+             "--workspace", "workspace"],
+            cwd=tmp_path, env={**os.environ, "FAKE_KEY": SECRET},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        pids = [workspace / "shell.pid", workspace / "child.pid"]
+        wait_until(lambda: all(p.exists() and p.read_text().strip() for p in pids), "the command's pids")
+        shell, child = (int(p.read_text()) for p in pids)
+        (run,) = (tmp_path / ".todoflow" / "runs").iterdir()
+        wait_until(lambda: "command_started" in (run / "journal.jsonl").read_text(), "the command's start")
+        runner.kill()
+        runner.wait()
+        try:
+            assert alive(shell) and alive(child)  # nobody is left to stop it
+            resumed = run_cli(
+                "run", "--resume", run.name, "--agent", "llm", cwd=tmp_path, env={"FAKE_KEY": SECRET}
+            )
+            wait_until(lambda: not alive(shell) and not alive(child), "the command and its child to die")
+        finally:  # a failing test leaves nothing running
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(shell, signal.SIGKILL)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"[docs] killed what was left of `{command}` (process group {shell})" in resumed.stdout
+    assert fake.unused() == 0 and not fake.unexpected
+    (started,) = [e for e in _events(run) if e["event"] == "CommandStarted"]
+    assert (started["command"], started["group"], started["agent"]) == (command, shell, "orchestrator")
+    assert not [e for e in _events(run) if e["event"] == "ToolCalled"]  # the call never ended
+    log = run_cli("log", run.name, cwd=tmp_path).stdout
+    assert f"command: orchestrator started `{command}`" in log
+
+
 def test_a_signal_the_runner_was_started_ignoring_stays_ignored() -> None:
     """`nohup todoflow run ...`: SIGHUP was ignored, and stays so while the run lasts;
     SIGTERM stops it; both are as they were afterwards."""

@@ -3,8 +3,11 @@ workspace refused as a one-line tool result that changes nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import signal
+import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -235,6 +238,47 @@ def test_close_kills_a_command_still_running(workspace: Path) -> None:
     tools.close()  # the run stops
     worker.join(10)
     assert done and done[0].startswith("exit code: -9")
+
+
+def test_a_command_is_told_as_it_starts_with_its_process_group(workspace: Path) -> None:
+    tools = WorkspaceTools(workspace, shell=True)
+    told: list[tuple[str, int]] = []
+    tools.on_start(lambda command, group: told.append((command, group)))
+    content, _, _ = _call(tools, "run_command", command="echo $$ > shell.pid")
+    assert content.startswith("exit code: 0")
+    assert told == [("echo $$ > shell.pid", int((workspace / "shell.pid").read_text()))]
+
+
+@pytest.mark.parametrize(
+    ("stop", "raised"), [(signal.SIGTERM, SystemExit), (signal.SIGINT, KeyboardInterrupt)]
+)
+def test_a_stop_signal_as_a_command_starts_still_finds_it_to_kill(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, stop: signal.Signals, raised: type[BaseException]
+) -> None:
+    """The runner is told to stop just as the shell has started, before the call holds
+    it: the stop waits until the command is registered, so closing the tools (what the
+    run's unwinding does) kills its group."""
+    from todoflow.runtime.agents.driver import stopped_by_signals
+
+    real, groups = subprocess.Popen, []
+
+    def started_then_stopped(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        child = real(*args, **kwargs)
+        groups.append(child.pid)
+        signal.raise_signal(stop)  # its handler runs here, inside the start
+        return child
+
+    monkeypatch.setattr(subprocess, "Popen", started_then_stopped)
+    tools = WorkspaceTools(workspace, shell=True)
+    try:
+        with stopped_by_signals(), pytest.raises(raised):
+            _call(tools, "run_command", command="sleep 60")
+        monkeypatch.undo()
+        tools.close()
+        wait_until(lambda: not alive(groups[0]), "the command to be killed")
+    finally:  # a failing test leaves nothing running
+        with contextlib.suppress(ProcessLookupError, IndexError):
+            os.killpg(groups[0], signal.SIGKILL)
 
 
 def test_the_agent_stops_at_its_tool_call_bounds() -> None:

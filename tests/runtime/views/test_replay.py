@@ -367,6 +367,11 @@ def _every_kind(folder: Path) -> tuple[Path, str]:
     step({"create_todo": {"title": "c", "description": "c done", "priority": "low"}})
     step({"update_todo": {"todo_id": "todo_2", "notes": "later"}})
     engine.record_usage(engine.directive().attempt_id, [llm])
+    started = {"agent": "orchestrator", "todo": "todo_2", "command": "make", "runner": "h:1", "group": 1}
+    engine.journal(
+        engine.directive().attempt_id,
+        lambda seq, at: _entry("command_started", seq, at, "work", **started, leader=None),
+    )
     written = {"file": "made.txt", "sha256": "1" * 64}
     tool = ToolUse("orchestrator", "write_file", "todo_2", "2" * 64, 40, 30, 3, False, written)
     step({"update_todo": {"todo_id": "todo_2", "notes": "wrote"}}, usage=(tool,))

@@ -23,8 +23,9 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
@@ -39,6 +40,7 @@ from .toolbox import ToolOutcome, ToolSpec
 
 BINARY_HEAD = 8192  # a NUL in a file's first bytes: it is binary, not shown nor searched
 SKIPPED_PIECE = 64 * 1024  # bytes read at a time while skipping to read_file's offset (>= BINARY_HEAD)
+NUMBERS_PAGE = 2000  # read_file's line numbers are made this many at a time, and kept
 CLEAN_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "USER", "LOGNAME", "SHELL")
 # the environment a command sees: an allow-list, so a secret added tomorrow stays out
 
@@ -305,18 +307,29 @@ def _numbered(lines: list[bytes], first: int) -> str:
     between the lines and joined once, then decoded once (a number and a line end are
     ASCII, so a line decodes as it would alone: an invalid byte stays where it was)."""
     count = len(lines)
-    if first + count - 1 <= len(_NUMBERS):
-        numbers: Sequence[bytes] = _NUMBERS[first - 1 : first - 1 + count]
-    else:
-        numbers = list(map(b"\n%6d\t".__mod__, range(first, first + count)))
     parts = [b""] * (2 * count)
-    parts[::2] = numbers
+    parts[::2] = _numbers(first, count)
     parts[1::2] = lines
     parts[0] = parts[0].removeprefix(b"\n")
     return b"".join(parts).decode("utf-8", errors="replace")
 
 
-_NUMBERS = tuple(b"\n%6d\t" % number for number in range(1, Bounds.read_lines + 1))
+def _numbers(first: int, count: int) -> tuple[bytes, ...]:
+    """`\n     7\t` for each line from `first` on, `count` of them, cut from the pages of
+    numbers kept (a read spans one page, or two)."""
+    start = (first - 1) % NUMBERS_PAGE
+    kept: tuple[bytes, ...] = ()
+    for page in range((first - 1) // NUMBERS_PAGE, (first + count - 2) // NUMBERS_PAGE + 1):
+        kept += _numbers_page(page)
+    return kept[start : start + count]
+
+
+@lru_cache(maxsize=32)  # bounded: about 80 KB a page; a read from the top uses the first
+def _numbers_page(page: int) -> tuple[bytes, ...]:
+    """The numbers of lines `page * NUMBERS_PAGE + 1` on, made once (formatting them
+    cost more than numbering the lines with them)."""
+    first = page * NUMBERS_PAGE + 1
+    return tuple(map(b"\n%6d\t".__mod__, range(first, first + NUMBERS_PAGE)))
 
 
 def _write_file(tools: WorkspaceTools, call: WriteFile, deadline: float) -> ToolOutcome:

@@ -56,9 +56,9 @@ def test_read_file_numbers_lines_pages_and_says_binary(workspace: Path) -> None:
     assert not refused and content == "`blob.bin` is a binary file (30 bytes); not shown"
 
 
-@pytest.mark.parametrize(("offset", "limit"), [(1, 2000), (1, 2500), (1498, 5)])
+@pytest.mark.parametrize(("offset", "limit"), [(1, 2000), (1, 2500), (1498, 5), (1998, 5), (2001, 2500)])
 def test_read_file_numbers_every_line_it_shows(workspace: Path, offset: int, limit: int) -> None:
-    lines = [f"line {n} ü" for n in range(1, 3001)]
+    lines = [f"line {n} ü" for n in range(1, 5001)]
     (workspace / "long.txt").write_text("\n".join(lines) + "\n")
     tools = WorkspaceTools(workspace, bounds=Bounds(read_lines=2500, read_bytes=1 << 20))
     content, _, _ = _call(tools, "read_file", path="long.txt", offset=offset, limit=limit)

@@ -26,8 +26,9 @@ from bench.scratch import scratch
 from todoflow.runtime.agents.workspace_tools import WorkspaceTools
 
 ROUNDS, CALLS = 7, 200
-SIZES = {"1 KB": 1024, "64 KB": 64 * 1024}  # a small source file; a typical one
-LINE = "x" * 79 + "\n"
+# (bytes, characters a line): a small source file; a typical one; one read_file cuts at
+# its 2,000-line bound (what lies past it is not shown)
+SIZES = {"1 KB": (1024, 80), "64 KB": (64 * 1024, 80), "256 KB, 40-character lines": (256 * 1024, 40)}
 
 
 def _interleaved(bare: Callable[[], object], tool: Callable[[], object]) -> tuple[float, float]:
@@ -86,10 +87,10 @@ def _tool(
     return write, read, read_middle
 
 
-def measure(folder: Path, label: str, size: int) -> list[Figure]:
-    """write_file and read_file of a file of `size` bytes (80-character lines), against
+def measure(folder: Path, label: str, size: int, width: int) -> list[Figure]:
+    """write_file and read_file of a file of `size` bytes (lines of `width` characters), against
     the bare calls on the same file."""
-    text = LINE * (size // len(LINE))
+    text = ("x" * (width - 1) + "\n") * (size // width)
     name = f"file-{size}.txt"
     bare_write, bare_read = _bare(f"{folder}/{name}", text)
     tool_write, tool_read, tool_middle = _tool(WorkspaceTools(folder), name, text)
@@ -109,8 +110,8 @@ def measure(folder: Path, label: str, size: int) -> list[Figure]:
 def main() -> list[Figure]:
     figures: list[Figure] = []
     with scratch() as folder:
-        for label, size in SIZES.items():
-            figures += measure(folder, label, size)
+        for label, (size, width) in SIZES.items():
+            figures += measure(folder, label, size, width)
     report(f"workspace tools ({CALLS} calls of each a round, interleaved; the median call)", figures, ROUNDS)
     return figures
 

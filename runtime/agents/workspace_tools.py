@@ -308,7 +308,7 @@ def _numbered(lines: list[bytes], first: int) -> str:
     ASCII, so a line decodes as it would alone: an invalid byte stays where it was)."""
     count = len(lines)
     parts = [b""] * (2 * count)
-    parts[::2] = _numbers(first, count)
+    parts[::2] = _FIRST_NUMBERS[:count] if first == 1 and count <= NUMBERS_PAGE else _numbers(first, count)
     parts[1::2] = lines
     parts[0] = parts[0].removeprefix(b"\n")
     return b"".join(parts).decode("utf-8", errors="replace")
@@ -317,9 +317,10 @@ def _numbered(lines: list[bytes], first: int) -> str:
 def _numbers(first: int, count: int) -> tuple[bytes, ...]:
     """`\n     7\t` for each line from `first` on, `count` of them, cut from the pages of
     numbers kept (a read spans one page, or two)."""
-    start = (first - 1) % NUMBERS_PAGE
-    kept: tuple[bytes, ...] = ()
-    for page in range((first - 1) // NUMBERS_PAGE, (first + count - 2) // NUMBERS_PAGE + 1):
+    page, start = divmod(first - 1, NUMBERS_PAGE)
+    kept = _numbers_page(page)
+    while len(kept) < start + count:
+        page += 1
         kept += _numbers_page(page)
     return kept[start : start + count]
 
@@ -330,6 +331,9 @@ def _numbers_page(page: int) -> tuple[bytes, ...]:
     cost more than numbering the lines with them)."""
     first = page * NUMBERS_PAGE + 1
     return tuple(map(b"\n%6d\t".__mod__, range(first, first + NUMBERS_PAGE)))
+
+
+_FIRST_NUMBERS = _numbers_page(0)  # a read from the top, the most frequent, asks no cache
 
 
 def _write_file(tools: WorkspaceTools, call: WriteFile, deadline: float) -> ToolOutcome:

@@ -6,6 +6,9 @@ The tool does more than the bare calls, on purpose: it confines the path (symlin
 links, devices, FIFOs refused), replaces the file atomically (a temporary file and a
 rename), hashes what it wrote for the audit, and numbers the lines it reads. So a write
 is measured against its floor too: the same atomic replace done with bare `os` calls.
+The bare read is a text read (`open(path, encoding="utf-8").read()`: decoding is part of
+it); a read from the middle of the file (the worst case: the lines before it are skipped)
+is set against the same bare read of the whole file.
 
     .venv/bin/python -m bench.tools
 """
@@ -23,8 +26,9 @@ from bench.scratch import scratch
 from todoflow.runtime.agents.workspace_tools import WorkspaceTools
 
 ROUNDS, CALLS = 7, 200
-SIZES = {"1 KB": 1024, "64 KB": 64 * 1024}  # a small source file; a typical one
-LINE = "x" * 79 + "\n"
+# (bytes, characters a line): a small source file; a typical one; one read_file cuts at
+# its 2,000-line bound (what lies past it is not shown)
+SIZES = {"1 KB": (1024, 80), "64 KB": (64 * 1024, 80), "256 KB, 40-character lines": (256 * 1024, 40)}
 
 
 def _interleaved(bare: Callable[[], object], tool: Callable[[], object]) -> tuple[float, float]:
@@ -65,8 +69,11 @@ def _replace(path: str, text: str) -> Callable[[], object]:
     return replace
 
 
-def _tool(tools: WorkspaceTools, name: str, text: str) -> tuple[Callable[[], object], Callable[[], object]]:
-    deadline = time.monotonic() + 3600
+def _tool(
+    tools: WorkspaceTools, name: str, text: str
+) -> tuple[Callable[[], object], Callable[[], object], Callable[[], object]]:
+    """write_file, read_file from the top and read_file from the file's middle line."""
+    deadline, middle = time.monotonic() + 3600, text.count("\n") // 2 + 1
 
     def write() -> object:
         return tools.call("write_file", {"path": name, "content": text}, deadline)
@@ -74,32 +81,37 @@ def _tool(tools: WorkspaceTools, name: str, text: str) -> tuple[Callable[[], obj
     def read() -> object:
         return tools.call("read_file", {"path": name}, deadline)
 
-    return write, read
+    def read_middle() -> object:
+        return tools.call("read_file", {"path": name, "offset": middle}, deadline)
+
+    return write, read, read_middle
 
 
-def measure(folder: Path, label: str, size: int) -> list[Figure]:
-    """write_file and read_file of a file of `size` bytes (80-character lines), against
+def measure(folder: Path, label: str, size: int, width: int) -> list[Figure]:
+    """write_file and read_file of a file of `size` bytes (lines of `width` characters), against
     the bare calls on the same file."""
-    text = LINE * (size // len(LINE))
+    text = ("x" * (width - 1) + "\n") * (size // width)
     name = f"file-{size}.txt"
     bare_write, bare_read = _bare(f"{folder}/{name}", text)
-    tool_write, tool_read = _tool(WorkspaceTools(folder), name, text)
+    tool_write, tool_read, tool_middle = _tool(WorkspaceTools(folder), name, text)
     write = Figure(f"write_file, {label}", "bare open().write(), same file", target="<= 1.2")
     floor = Figure(f"write_file, {label}, against its floor", "bare os.open/write/replace, same file")
-    read = Figure(f"read_file, {label}", "bare open().read(), same file", target="<= 1.2")
+    read = Figure(f"read_file, {label}", "bare open().read() (text), same file", target="<= 1.2")
+    middle = Figure(f"read_file from the middle line, {label}", "bare open().read() (text), same file")
     tool_write()
     for _ in range(ROUNDS):
         write.add(*_interleaved(bare_write, tool_write))
         floor.add(*_interleaved(_replace(f"{folder}/{name}", text), tool_write))
         read.add(*_interleaved(bare_read, tool_read))
-    return [write, floor, read]
+        middle.add(*_interleaved(bare_read, tool_middle))
+    return [write, floor, read, middle]
 
 
 def main() -> list[Figure]:
     figures: list[Figure] = []
     with scratch() as folder:
-        for label, size in SIZES.items():
-            figures += measure(folder, label, size)
+        for label, (size, width) in SIZES.items():
+            figures += measure(folder, label, size, width)
     report(f"workspace tools ({CALLS} calls of each a round, interleaved; the median call)", figures, ROUNDS)
     return figures
 

@@ -22,8 +22,9 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
@@ -38,6 +39,8 @@ from .process_groups import kill, starting
 from .toolbox import Started, ToolOutcome, ToolSpec
 
 BINARY_HEAD = 8192  # a NUL in a file's first bytes: it is binary, not shown nor searched
+SKIPPED_PIECE = 64 * 1024  # bytes read at a time while skipping to read_file's offset (>= BINARY_HEAD)
+NUMBERS_PAGE = 2000  # read_file's line numbers are made this many at a time, and kept
 CLEAN_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "USER", "LOGNAME", "SHELL")
 # the environment a command sees: an allow-list, so a secret added tomorrow stays out
 
@@ -259,17 +262,24 @@ def _read_file(tools: WorkspaceTools, call: ReadFile, deadline: float) -> ToolOu
 
 
 def _from_line(found: Existing, name: str, offset: int, room: int) -> bytes | str:
-    """At most `room` bytes of the file from line `offset` on (one read and one decode
-    later, not one per line); its head when it is binary; or why there is nothing to read."""
+    """At most `room` bytes of the file from line `offset` on; its head when it is
+    binary; or why there is nothing to read. The lines before it are skipped a piece at
+    a time, their ends counted in C (a `readline` per line cost a Python call each)."""
     with found.open() as handle:
-        head = handle.read(BINARY_HEAD)
-        if _binary(head):
-            return head
-        handle.seek(0)
-        for skipped in range(offset - 1):
-            if not handle.readline():
-                return f"`{name}` has {skipped} lines; offset {offset} is past its end"
-        return handle.read(room)
+        piece, skipped, wanted = handle.read(SKIPPED_PIECE), 0, offset - 1
+        if _binary(piece):
+            return piece
+        while (ends := piece.count(b"\n")) < wanted - skipped:
+            skipped += ends
+            following = handle.read(SKIPPED_PIECE)
+            if not following:  # a last line without its end is a line too
+                lines = skipped + (piece != b"" and not piece.endswith(b"\n"))
+                return (
+                    b"" if lines == wanted else f"`{name}` has {lines} lines; offset {offset} is past its end"
+                )
+            piece = following
+        rest = piece.split(b"\n", wanted - skipped)[-1]
+        return rest[:room] if len(rest) >= room else rest + handle.read(room - len(rest))
 
 
 def _binary(data: bytes) -> bool:
@@ -277,40 +287,57 @@ def _binary(data: bytes) -> bool:
     return data.find(b"\0", 0, BINARY_HEAD) >= 0
 
 
-def _lines(chunk: bytes, limit: int, size: int) -> tuple[list[str], bool]:
+def _lines(chunk: bytes, limit: int, size: int) -> tuple[list[bytes], bool]:
     """The whole lines of `chunk` within `size` bytes and `limit` lines (a first line
-    longer than `size` is cut), and whether the file goes on after them."""
+    longer than `size` is cut), without their line ends, and whether the file goes on
+    after them. Bytes are split, not text, and at most `limit` times: a line costs one
+    object, and what lies past the limit is not split at all."""
     more = len(chunk) > size
     if more:
         cut = chunk.rfind(b"\n", 0, size)
         chunk = chunk[: cut + 1] if cut >= 0 else chunk[:size]
-    lines = chunk.decode("utf-8", errors="replace").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    if len(lines) > limit:
-        lines, more = lines[:limit], True
     if b"\r" in chunk:  # Windows line ends: shown without their carriage return
-        lines = [line.removesuffix("\r") for line in lines]
+        chunk = chunk.replace(b"\r\n", b"\n").removesuffix(b"\r")
+    lines = chunk.split(b"\n", limit)
+    if len(lines) > limit:  # the rest after `limit` lines: the file goes on if it holds any
+        more = lines.pop() != b"" or more
+    elif lines[-1] == b"":
+        lines.pop()
     return lines, more
 
 
-def _numbered(lines: list[str], first: int) -> str:
-    """`     7\tline` for each line, numbered from `first`, in one join: the numbers are
-    put between the lines by slice (no string made per line), those of a read from the
-    top made once."""
+def _numbered(lines: list[bytes], first: int) -> str:
+    """`     7\tline` for each line, numbered from `first`: the numbers are slotted
+    between the lines and joined once, then decoded once (a number and a line end are
+    ASCII, so a line decodes as it would alone: an invalid byte stays where it was)."""
     count = len(lines)
-    if first == 1 and count <= len(_NUMBERS):
-        numbers: Sequence[str] = _NUMBERS[:count]
-    else:
-        numbers = [f"\n{number:6}\t" for number in range(first, first + count)]
-    parts = [""] * (2 * count)
-    parts[::2] = numbers
+    parts = [b""] * (2 * count)
+    parts[::2] = _FIRST_NUMBERS[:count] if first == 1 and count <= NUMBERS_PAGE else _numbers(first, count)
     parts[1::2] = lines
-    parts[0] = parts[0].removeprefix("\n")
-    return "".join(parts)
+    parts[0] = parts[0].removeprefix(b"\n")
+    return b"".join(parts).decode("utf-8", errors="replace")
 
 
-_NUMBERS = tuple(f"\n{number:6}\t" for number in range(1, Bounds.read_lines + 1))
+def _numbers(first: int, count: int) -> tuple[bytes, ...]:
+    """`\n     7\t` for each line from `first` on, `count` of them, cut from the pages of
+    numbers kept (a read spans one page, or two)."""
+    page, start = divmod(first - 1, NUMBERS_PAGE)
+    kept = _numbers_page(page)
+    while len(kept) < start + count:
+        page += 1
+        kept += _numbers_page(page)
+    return kept[start : start + count]
+
+
+@lru_cache(maxsize=32)  # bounded: about 80 KB a page; a read from the top uses the first
+def _numbers_page(page: int) -> tuple[bytes, ...]:
+    """The numbers of lines `page * NUMBERS_PAGE + 1` on, made once (formatting them
+    cost more than numbering the lines with them)."""
+    first = page * NUMBERS_PAGE + 1
+    return tuple(map(b"\n%6d\t".__mod__, range(first, first + NUMBERS_PAGE)))
+
+
+_FIRST_NUMBERS = _numbers_page(0)  # a read from the top, the most frequent, asks no cache
 
 
 def _write_file(tools: WorkspaceTools, call: WriteFile, deadline: float) -> ToolOutcome:

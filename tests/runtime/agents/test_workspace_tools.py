@@ -59,9 +59,9 @@ def test_read_file_numbers_lines_pages_and_says_binary(workspace: Path) -> None:
     assert not refused and content == "`blob.bin` is a binary file (30 bytes); not shown"
 
 
-@pytest.mark.parametrize(("offset", "limit"), [(1, 2000), (1, 2500), (1498, 5)])
+@pytest.mark.parametrize(("offset", "limit"), [(1, 2000), (1, 2500), (1498, 5), (1998, 5), (2001, 2500)])
 def test_read_file_numbers_every_line_it_shows(workspace: Path, offset: int, limit: int) -> None:
-    lines = [f"line {n} ü" for n in range(1, 3001)]
+    lines = [f"line {n} ü" for n in range(1, 5001)]
     (workspace / "long.txt").write_text("\n".join(lines) + "\n")
     tools = WorkspaceTools(workspace, bounds=Bounds(read_lines=2500, read_bytes=1 << 20))
     content, _, _ = _call(tools, "read_file", path="long.txt", offset=offset, limit=limit)
@@ -69,6 +69,80 @@ def test_read_file_numbers_every_line_it_shows(workspace: Path, offset: int, lim
     numbered = "\n".join(f"{n:6}\t{lines[n - 1]}" for n in shown)
     cut = f"[cut: the file goes on; call read_file with offset={shown[-1] + 1} to read on]"
     assert content == f"{numbered}\n{cut}"
+
+
+def _read_on(line: int) -> str:
+    return f"\n[cut: the file goes on; call read_file with offset={line} to read on]"
+
+
+@pytest.mark.parametrize(
+    ("data", "arguments", "bounds", "shown"),
+    [
+        (b"a\r\nb\r\n", {}, Bounds(), "     1\ta\n     2\tb"),
+        (b"a\r\nb\r", {}, Bounds(), "     1\ta\n     2\tb"),
+        (b"a\r\r\nb\rc\n", {}, Bounds(), "     1\ta\r\n     2\tb\rc"),
+        (b"a\r\nb\r\nc\r\n", {"offset": 2}, Bounds(), "     2\tb\n     3\tc"),
+        (b"a\nb", {}, Bounds(), "     1\ta\n     2\tb"),
+        (b"\n", {}, Bounds(), "     1\t"),
+        (b"", {}, Bounds(), "`f.txt` is empty"),
+        (b"a\nb", {"offset": 3}, Bounds(), "`f.txt` ends before line 3"),
+        (b"a\nb\n", {"offset": 3}, Bounds(), "`f.txt` ends before line 3"),
+        (b"a\nb", {"offset": 5}, Bounds(), "`f.txt` has 2 lines; offset 5 is past its end"),
+        (b"", {"offset": 2}, Bounds(), "`f.txt` has 0 lines; offset 2 is past its end"),
+        (b"a\nb\n", {"offset": 4}, Bounds(), "`f.txt` has 2 lines; offset 4 is past its end"),
+        (b"a\nb\n", {"limit": 2}, Bounds(), "     1\ta\n     2\tb"),
+        (b"a\nb\n", {"limit": 1}, Bounds(), "     1\ta" + _read_on(2)),
+        (b"a\nb\nc", {"offset": 2, "limit": 1}, Bounds(), "     2\tb" + _read_on(3)),
+        (b"a\nb\n", {"offset": 2, "limit": 5}, Bounds(), "     2\tb"),
+        ("é".encode() * 10, {}, Bounds(read_bytes=5), "     1\téé\ufffd" + _read_on(2)),
+        (b"ab\n" + "é".encode() * 3 + b"\n", {}, Bounds(read_bytes=6), "     1\tab" + _read_on(2)),
+        (b"x" * 100 + b"\ny\n", {}, Bounds(read_bytes=10), "     1\t" + "x" * 10 + _read_on(2)),
+        (b"a\xff\nb", {}, Bounds(), "     1\ta\ufffd\n     2\tb"),
+        (b"a\n\0", {"offset": 2}, Bounds(), "`f.txt` is a binary file (3 bytes); not shown"),
+        (
+            b"".join(b"%d\n" % n for n in range(1, 101)),
+            {},
+            Bounds(read_lines=10),
+            "\n".join(f"{n:6}\t{n}" for n in range(1, 11)) + _read_on(11),
+        ),
+    ],
+)
+def test_read_file_edges(
+    workspace: Path, data: bytes, arguments: dict[str, int], bounds: Bounds, shown: str
+) -> None:
+    """Line ends (CRLF, a last line without one), offsets and limits at and past the end,
+    a cut inside a multibyte character or a long line, invalid UTF-8, a binary file read
+    from an offset."""
+    (workspace / "f.txt").write_bytes(data)
+    content, refused, _ = _call(
+        WorkspaceTools(workspace, bounds=bounds), "read_file", path="f.txt", **arguments
+    )
+    assert not refused and content == shown
+
+
+@pytest.mark.parametrize("data", [b"a\nbb\n\nccc\r\ndddd", b"a\nbb\n\nccc\r\ndddd\n", b"\n\n\n"])
+def test_read_file_from_any_offset_whatever_the_pieces_skipped(
+    workspace: Path, data: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Skipping to an offset a piece at a time: every offset, the pieces cutting the file
+    anywhere (a line end first or last in a piece, a piece between a CR and its LF), shows
+    what the lines from there are."""
+    from todoflow.runtime.agents import workspace_tools
+
+    (workspace / "f.txt").write_bytes(data)
+    lines = data.decode().removesuffix("\n").split("\n") if data else []
+    for piece in (1, 2, 3, 5, 64):
+        monkeypatch.setattr(workspace_tools, "SKIPPED_PIECE", piece)
+        for offset in range(2, len(lines) + 4):
+            content, _, _ = _call(WorkspaceTools(workspace), "read_file", path="f.txt", offset=offset)
+            shown = [f"{n:6}\t{line.removesuffix(chr(13))}" for n, line in enumerate(lines, 1)][offset - 1 :]
+            if shown:
+                expected = "\n".join(shown)
+            elif offset == len(lines) + 1:
+                expected = f"`f.txt` ends before line {offset}"
+            else:
+                expected = f"`f.txt` has {len(lines)} lines; offset {offset} is past its end"
+            assert content == expected, (piece, offset)
 
 
 def test_read_file_reads_on_after_a_short_read(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,10 +21,13 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..entries import keep
 from .service import ServeError, TodoService
+
+if TYPE_CHECKING:
+    import uvicorn
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -35,6 +38,9 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 TOKEN_ENV = "TODOFLOW_SERVE_TOKEN"
 LOOPBACK_NAMES = ("localhost",)
 READY_WITHIN = 5.0  # seconds /readyz waits for the store before it says 503
+# uvicorn's C parser (the `mcp` extra installs it), never its pure-Python fallback h11:
+# h11 costs the event loop 0.2 ms more per request (docs/performance.md, "Over HTTP")
+PARSER = "httptools"
 
 
 @dataclass(frozen=True)
@@ -288,17 +294,25 @@ async def serve_http(server: Any, service: TodoService, options: HttpOptions) ->
                 yield
                 self._captured_signals.clear()  # drained: a clean exit (0), not death by the signal
 
-    config = uvicorn.Config(
-        http_app(server, service, options),
+    await Draining(server_config(http_app(server, service, options), options)).serve()
+
+
+def server_config(app: App, options: HttpOptions) -> uvicorn.Config:
+    """uvicorn's settings for `app`: where it listens, how long SIGTERM drains, no logging
+    of its own, and the HTTP parser."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
         host=options.host,
         port=options.port,
+        http=PARSER,
         log_config=None,  # the logging the SDK set up: warnings and errors, on stderr
         log_level="warning",
         access_log=False,  # ours, without tokens: `Gate._log`
         timeout_graceful_shutdown=options.drain,
         lifespan="on",
     )
-    await Draining(config).serve()
 
 
 def _shown(host: str) -> str:

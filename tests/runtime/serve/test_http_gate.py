@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from todoflow.runtime import entries as redaction  # the secrets no entry may hold
-from todoflow.runtime.serve.http import Gate, HttpOptions, checked, parse_address, read_tokens
+from todoflow.runtime.serve.http import Gate, HttpOptions, checked, parse_address, read_tokens, server_config
 from todoflow.runtime.serve.service import ServeError, TodoService, Workflows
 
 pytestmark = pytest.mark.anyio
@@ -85,6 +85,14 @@ async def test_tokens_are_checked_before_the_app_is_reached(tmp_path: Path) -> N
     assert (await _post(gate, [(b"authorization", b"Bearer second-tokem")]))[0] == 401
     assert not reached
     assert (await _post(gate, [(b"authorization", b"bearer second-token")]))[0] == 200
+
+
+def test_requests_are_parsed_by_httptools_not_the_pure_python_h11(tmp_path: Path) -> None:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    config = server_config(_gate(tmp_path, None), HttpOptions())
+    config.load()
+    assert config.http_protocol_class is HttpToolsProtocol
 
 
 def test_addresses_tokens_and_the_loopback_rule(tmp_path: Path) -> None:

@@ -155,10 +155,15 @@ class _Seen:
 
 
 class Gate:
-    """The layer around the SDK's app: health, tokens, bounds, the access log."""
+    """The layer around the SDK's app: health, tokens, bounds, the access log. A request for
+    `options.path` goes straight to `endpoint`, the SDK's handler of that path (default: the
+    app), past the app's routing; anything else (the lifespan, another path) to the app."""
 
-    def __init__(self, app: App, service: TodoService, options: HttpOptions) -> None:
+    def __init__(
+        self, app: App, service: TodoService, options: HttpOptions, endpoint: App | None = None
+    ) -> None:
         self.app, self.service, self.options = app, service, options
+        self.endpoint = endpoint or app
         self.in_flight = 0
         self.not_ready: str | None = None  # the last reason logged, to log a change only
 
@@ -226,8 +231,9 @@ class Gate:
             answered = answered or message["type"] == "http.response.start"
             await send(message)
 
+        app = self.endpoint if scope.get("path") == self.options.path else self.app
         with anyio.move_on_after(self.options.deadline) as scope_of_call:
-            await self.app(scope, receive, sending)
+            await app(scope, receive, sending)
         if scope_of_call.cancelled_caught and not answered:
             # the step may still finish (one transaction, one append): sent again, it answers `replayed`
             late = {"error": f"no answer within {self.options.deadline:g} s; send the same call again"}
@@ -264,7 +270,11 @@ class Gate:
 
 
 def http_app(server: Any, service: TodoService, options: HttpOptions) -> App:
-    """The ASGI app: the SDK's stateless Streamable HTTP app for `server`, in our gate."""
+    """The ASGI app: the SDK's stateless Streamable HTTP app for `server`, in our gate. The
+    gate hands a call to the app's one MCP route, the session manager's handler, itself:
+    the app's middleware and router cost the event loop about 0.1 ms a request
+    (docs/performance.md, "Over HTTP"); the app still runs the session manager's lifespan
+    and answers any other path (404, the redirect of `/mcp/`)."""
     app = server.streamable_http_app(
         streamable_http_path=options.path,
         json_response=True,
@@ -272,7 +282,7 @@ def http_app(server: Any, service: TodoService, options: HttpOptions) -> App:
         max_request_body_size=options.max_body,
         host=options.host,
     )
-    return Gate(app, service, options)
+    return Gate(app, service, options, endpoint=server.session_manager.handle_request)
 
 
 async def serve_http(server: Any, service: TodoService, options: HttpOptions) -> None:

@@ -39,7 +39,7 @@ TOKEN_ENV = "TODOFLOW_SERVE_TOKEN"
 LOOPBACK_NAMES = ("localhost",)
 READY_WITHIN = 5.0  # seconds /readyz waits for the store before it says 503
 # uvicorn's C parser (the `mcp` extra installs it), never its pure-Python fallback h11:
-# h11 costs the event loop 0.2 ms more per request (docs/performance.md, "Over HTTP")
+# h11 costs the event loop 0.1-0.2 ms more per request (docs/performance.md, "Over HTTP")
 PARSER = "httptools"
 
 
@@ -272,7 +272,7 @@ class Gate:
 def http_app(server: Any, service: TodoService, options: HttpOptions) -> App:
     """The ASGI app: the SDK's stateless Streamable HTTP app for `server`, in our gate. The
     gate hands a call to the app's one MCP route, the session manager's handler, itself:
-    the app's middleware and router cost the event loop about 0.1 ms a request
+    the app's middleware and router cost the event loop 0.05-0.1 ms a request
     (docs/performance.md, "Over HTTP"); the app still runs the session manager's lifespan
     and answers any other path (404, the redirect of `/mcp/`)."""
     app = server.streamable_http_app(

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 import anyio
 
-from bench.mcp_http import Served, served, session_at, walk
+from bench.mcp_http import Served, calling, served, session_at, walk
 from bench.measure import Figure, report
 from bench.scratch import scratch
 from tests.support.postgres import cluster
@@ -62,7 +62,7 @@ def main(rounds: int = ROUNDS, steps: int = STEPS) -> list[Figure]:
         server = stack.enter_context(cluster(folder / "postgres"))
         url = server.fresh_database("fleet")
         pg_store.migrate(url, create=True)
-        instances = [stack.enter_context(served("--store", url)) for _ in range(INSTANCES)]
+        instances = [stack.enter_context(served(folder, "--store", url)) for _ in range(INSTANCES)]
         postmaster = server.data / "postmaster.pid"
         for _ in range(rounds):
             one = _round(instances[:1], postmaster, steps)
@@ -95,7 +95,7 @@ def _round(instances: list[Served], postmaster: Path, steps: int) -> Round:
     for worker in workers:
         worker.start()
     barrier.wait()
-    logged = [len(instance.log) for instance in instances]
+    logged = [len(instance.log()) for instance in instances]
     before = _cpu([instance.pid for instance in instances]), _postgres_cpu(postmaster)
     results = [out.get() for _ in workers]
     servers = _cpu([instance.pid for instance in instances]) - before[0]
@@ -109,7 +109,7 @@ def _round(instances: list[Served], postmaster: Path, steps: int) -> Round:
     inside = statistics.median(
         float(line.split()[-1])
         for instance, start in zip(instances, logged, strict=True)
-        for line in instance.log[start:]
+        for line in instance.log()[start:]
         if " tools/call step " in line
     )
     ms = 1000 / total  # CPU seconds of the round -> ms per step
@@ -151,7 +151,7 @@ async def _confirms(
     """Its start and end (wall clock), its CPU seconds, and each round trip."""
     async with AsyncExitStack() as stack:
         sessions = [await stack.enter_async_context(session_at(url)) for url in urls]
-        confirm = await walk(sessions, steps, random.Random(seed))
+        confirm = await walk(calling(sessions, random.Random(seed)), steps)
         await anyio.to_thread.run_sync(barrier.wait)
         start, cpu = time.time(), time.process_time()
         trips = [await confirm() for _ in range(steps)]

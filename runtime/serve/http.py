@@ -21,10 +21,13 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..entries import keep
 from .service import ServeError, TodoService
+
+if TYPE_CHECKING:
+    import uvicorn
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -35,6 +38,9 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 TOKEN_ENV = "TODOFLOW_SERVE_TOKEN"
 LOOPBACK_NAMES = ("localhost",)
 READY_WITHIN = 5.0  # seconds /readyz waits for the store before it says 503
+# uvicorn's C parser (the `mcp` extra installs it), never its pure-Python fallback h11:
+# h11 costs the event loop 0.1-0.2 ms more per request (docs/performance.md, "Over HTTP")
+PARSER = "httptools"
 
 
 @dataclass(frozen=True)
@@ -149,10 +155,15 @@ class _Seen:
 
 
 class Gate:
-    """The layer around the SDK's app: health, tokens, bounds, the access log."""
+    """The layer around the SDK's app: health, tokens, bounds, the access log. A request for
+    `options.path` goes straight to `endpoint`, the SDK's handler of that path (default: the
+    app), past the app's routing; anything else (the lifespan, another path) to the app."""
 
-    def __init__(self, app: App, service: TodoService, options: HttpOptions) -> None:
+    def __init__(
+        self, app: App, service: TodoService, options: HttpOptions, endpoint: App | None = None
+    ) -> None:
         self.app, self.service, self.options = app, service, options
+        self.endpoint = endpoint or app
         self.in_flight = 0
         self.not_ready: str | None = None  # the last reason logged, to log a change only
 
@@ -220,8 +231,9 @@ class Gate:
             answered = answered or message["type"] == "http.response.start"
             await send(message)
 
+        app = self.endpoint if scope.get("path") == self.options.path else self.app
         with anyio.move_on_after(self.options.deadline) as scope_of_call:
-            await self.app(scope, receive, sending)
+            await app(scope, receive, sending)
         if scope_of_call.cancelled_caught and not answered:
             # the step may still finish (one transaction, one append): sent again, it answers `replayed`
             late = {"error": f"no answer within {self.options.deadline:g} s; send the same call again"}
@@ -258,7 +270,11 @@ class Gate:
 
 
 def http_app(server: Any, service: TodoService, options: HttpOptions) -> App:
-    """The ASGI app: the SDK's stateless Streamable HTTP app for `server`, in our gate."""
+    """The ASGI app: the SDK's stateless Streamable HTTP app for `server`, in our gate. The
+    gate hands a call to the app's one MCP route, the session manager's handler, itself:
+    the app's middleware and router cost the event loop 0.05-0.1 ms a request
+    (docs/performance.md, "Over HTTP"); the app still runs the session manager's lifespan
+    and answers any other path (404, the redirect of `/mcp/`)."""
     app = server.streamable_http_app(
         streamable_http_path=options.path,
         json_response=True,
@@ -266,7 +282,7 @@ def http_app(server: Any, service: TodoService, options: HttpOptions) -> App:
         max_request_body_size=options.max_body,
         host=options.host,
     )
-    return Gate(app, service, options)
+    return Gate(app, service, options, endpoint=server.session_manager.handle_request)
 
 
 async def serve_http(server: Any, service: TodoService, options: HttpOptions) -> None:
@@ -288,17 +304,25 @@ async def serve_http(server: Any, service: TodoService, options: HttpOptions) ->
                 yield
                 self._captured_signals.clear()  # drained: a clean exit (0), not death by the signal
 
-    config = uvicorn.Config(
-        http_app(server, service, options),
+    await Draining(server_config(http_app(server, service, options), options)).serve()
+
+
+def server_config(app: App, options: HttpOptions) -> uvicorn.Config:
+    """uvicorn's settings for `app`: where it listens, how long SIGTERM drains, no logging
+    of its own, and the HTTP parser."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
         host=options.host,
         port=options.port,
+        http=PARSER,
         log_config=None,  # the logging the SDK set up: warnings and errors, on stderr
         log_level="warning",
         access_log=False,  # ours, without tokens: `Gate._log`
         timeout_graceful_shutdown=options.drain,
         lifespan="on",
     )
-    await Draining(config).serve()
 
 
 def _shown(host: str) -> str:

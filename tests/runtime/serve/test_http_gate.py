@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from todoflow.runtime import entries as redaction  # the secrets no entry may hold
-from todoflow.runtime.serve.http import Gate, HttpOptions, checked, parse_address, read_tokens
+from todoflow.runtime.serve.http import Gate, HttpOptions, checked, parse_address, read_tokens, server_config
 from todoflow.runtime.serve.service import ServeError, TodoService, Workflows
 
 pytestmark = pytest.mark.anyio
@@ -27,7 +27,9 @@ def _gate(tmp_path: Path, app: Any, **options: Any) -> Gate:
     return Gate(app, service, HttpOptions(**options))
 
 
-async def _post(gate: Gate, headers: list[tuple[bytes, bytes]] | None = None) -> tuple[int, bytes]:
+async def _post(
+    gate: Gate, headers: list[tuple[bytes, bytes]] | None = None, path: str = "/mcp"
+) -> tuple[int, bytes]:
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
@@ -36,7 +38,7 @@ async def _post(gate: Gate, headers: list[tuple[bytes, bytes]] | None = None) ->
     async def send(message: Any) -> None:
         sent.append(message)
 
-    scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers or []}
+    scope = {"type": "http", "method": "POST", "path": path, "headers": headers or []}
     await gate(scope, receive, send)
     return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
 
@@ -85,6 +87,34 @@ async def test_tokens_are_checked_before_the_app_is_reached(tmp_path: Path) -> N
     assert (await _post(gate, [(b"authorization", b"Bearer second-tokem")]))[0] == 401
     assert not reached
     assert (await _post(gate, [(b"authorization", b"bearer second-token")]))[0] == 200
+
+
+async def test_calls_go_straight_to_the_endpoint_past_the_app_s_routing(tmp_path: Path) -> None:
+    reached: list[str] = []
+
+    def answering(name: str) -> Any:
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            reached.append(f"{name} {scope['type']} {scope.get('path', '')}")
+            if scope["type"] == "http":
+                await send({"type": "http.response.start", "status": 200, "headers": []})
+                await send({"type": "http.response.body", "body": b"{}"})
+
+        return app
+
+    service = TodoService(Workflows([]), tmp_path / "runs", tmp_path)
+    gate = Gate(answering("app"), service, HttpOptions(path="/rpc"), endpoint=answering("endpoint"))
+    await _post(gate)  # at /mcp: not the path served
+    await _post(gate, path="/rpc")
+    await gate({"type": "lifespan"}, None, None)
+    assert reached == ["app http /mcp", "endpoint http /rpc", "app lifespan "]
+
+
+def test_requests_are_parsed_by_httptools_not_the_pure_python_h11(tmp_path: Path) -> None:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    config = server_config(_gate(tmp_path, None), HttpOptions())
+    config.load()
+    assert config.http_protocol_class is HttpToolsProtocol
 
 
 def test_addresses_tokens_and_the_loopback_rule(tmp_path: Path) -> None:

@@ -114,6 +114,7 @@ Locate = Callable[[int], Span]
 MAX_RANGE = 10_000  # items a template's `range` may make (a checklist holds at most 100 tasks)
 MAX_EXPONENT = 64  # `a ** b` is refused for a larger `b`: the result could fill the memory
 MAX_REPEAT = 1_000_000  # items or characters `text * n` may make (a prompt holds at most this)
+_DICT_NAMES = frozenset(dir(dict))
 _LOADING_TAGS = {"Include": "include", "Import": "import", "FromImport": "import", "Extends": "extends"}
 
 
@@ -140,6 +141,17 @@ def _sandbox() -> type[SandboxedEnvironment]:
         def __init__(self, **options: Any) -> None:
             super().__init__(**options)
             self.globals["range"] = bounded_range
+
+        def getattr(self, obj: Any, attribute: str) -> Any:
+            # A template's records are dicts, so `task.action` is `task["action"]`: what the
+            # sandbox reads once `getattr` has failed, read without raising that failure
+            # first (a third of a step's prompt). dict's own names (`items`) go the usual way.
+            if type(obj) is dict and attribute not in _DICT_NAMES:
+                try:
+                    return obj[attribute]
+                except KeyError:
+                    pass
+            return super().getattr(obj, attribute)
 
         def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
             if operator == "*" and _repeated(left, right) > MAX_REPEAT:

@@ -4,17 +4,17 @@ It runs inside the LALR parser (no intermediate tree): every rule's children are
 tokens, which carry their own positions, and nodes built by earlier callbacks,
 which carry spans. A span runs from a node's first token to its last. Value
 problems the grammar cannot see (bad escapes) are collected, never raised.
-Imports `dsl.ast`, `dsl.strings`, `dsl.diagnostics`; lark only for the Token type.
+Imports `dsl.ast`, `dsl.strings`, `dsl.diagnostics`, and no Lark: the fast parse hands
+it `lexer.Token`s, the error-mode parse Lark's, which read alike.
 """
 
 from __future__ import annotations
 
 from typing import Any, TypeAlias
 
-from lark import Token
-
 from . import ast
 from .diagnostics import Diagnostic
+from .lexer import Token
 from .spans import Span
 from .strings import decode_block, decode_plain
 
@@ -39,23 +39,23 @@ class Builder:
     # -- helpers ---------------------------------------------------------------
 
     def _span(self, first: Token, last: Token) -> Span:
-        return Span(self.path, first.line, first.column, last.end_line, last.end_column)  # type: ignore[arg-type]
+        return Span(self.path, first.line, first.column, last.end_line, last.end_column)
 
     def _name_of(self, token: Token) -> ast.Name:
         # one string object per distinct name: labels and ids repeat across a workflow
         value = self.names.setdefault(token, str(token))
-        return ast.Name(value, self.path, token.line, token.column, token.end_line, token.end_column)  # type: ignore[arg-type]
+        return ast.Name(value, self.path, token.line, token.column, token.end_line, token.end_column)
 
     def _text_of(self, token: Token) -> ast.Text:
         path, line, column = self.path, token.line, token.column
         end_line, end_column = token.end_line, token.end_column
         if token.type == "BLOCK_STRING":
-            value = decode_block(token, path, line, column, self.problems)  # type: ignore[arg-type]
-            return ast.Text(value, path, line, column, end_line, end_column, True)  # type: ignore[arg-type]
+            value = decode_block(token, path, line, column, self.problems)
+            return ast.Text(value, path, line, column, end_line, end_column, True)
         value = token[1:-1]
         if "\\" in value:
-            value = decode_plain(token, path, line, column, self.problems)  # type: ignore[arg-type]
-        return ast.Text(value, path, line, column, end_line, end_column)  # type: ignore[arg-type]
+            value = decode_plain(token, path, line, column, self.problems)
+        return ast.Text(value, path, line, column, end_line, end_column)
 
     # -- rules -----------------------------------------------------------------
 
@@ -102,7 +102,7 @@ class Builder:
         digits = str(token).lstrip("0") or "0"
         if len(digits) <= len(str(MAX_NUMBER)) and int(digits) <= MAX_NUMBER:
             return int(digits)
-        span = Span(self.path, token.line, token.column, token.end_line, token.end_column)  # type: ignore[arg-type]
+        span = Span(self.path, token.line, token.column, token.end_line, token.end_column)
         message = f"this number is too large: at most {MAX_NUMBER:,}"
         help = "the most a 32-bit integer holds, so that every reader of step_config.json can take it"
         self.problems.append(Diagnostic("E0010", "error", message, span, help))

@@ -1,9 +1,11 @@
 """Parse stage: source text -> `ast.Workflow`, or diagnostics.
 
-The fast path is one LALR pass whose callbacks build the AST directly. Only when it
-fails does `dsl.recovery` parse again, in error mode, to report every syntax error.
-The parser is built once per process and shared; parses are serialised by a lock
-because the callbacks write their positions and problems onto one builder.
+The fast path is one LALR pass (`dsl.lalr`, over tables made ahead of time, without
+Lark) whose callbacks build the AST directly. Only when it fails does `dsl.recovery`
+parse again with Lark, in error mode, to report every syntax error; Lark is imported
+then and not before. Each parser is built once per process and shared; parses are
+serialised by a lock because the callbacks write their positions and problems onto
+one builder.
 Text holding a lone surrogate is refused before parsing, and a tree whose routes
 nest deeper than `MAX_ROUTE_DEPTH` after it: every later stage may then recurse
 over routes without meeting Python's recursion limit.
@@ -12,24 +14,25 @@ over routes without meeting Python's recursion limit.
 from __future__ import annotations
 
 import threading
-from typing import NamedTuple, cast
-
-from lark import Lark, Token
-from lark.exceptions import UnexpectedInput
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from . import ast
 from .builder import Builder
 from .diagnostics import Diagnostic, SourceError, has_errors, sort_key
 from .encoding import lone_surrogate
-from .grammar import load_parser
+from .lalr import Parser, Rejected
+from .lexer import Token
 from .nodes import replace
-from .recovery import Recovery
 from .spans import Span
+
+if TYPE_CHECKING:
+    import lark
 
 _LOCK = threading.Lock()
 _BUILDER = Builder()
 _COMMENTS: list[Token] = []
-_PARSER: list[Lark] = []
+_PARSER: list[Parser] = []
+_RECOVERING: list[lark.Lark] = []  # Lark's parser, built at the first syntax error
 MAX_ROUTE_DEPTH = 32  # routes inside routes; real workflows nest two or three
 
 
@@ -40,10 +43,21 @@ class ParseResult(NamedTuple):
     diagnostics: tuple[Diagnostic, ...]
 
 
-def _parser() -> Lark:
+def _parser() -> Parser:
     if not _PARSER:
-        _PARSER.append(load_parser(_BUILDER, _COMMENTS))
+        _PARSER.append(Parser(_BUILDER, _COMMENTS))
     return _PARSER[0]
+
+
+def _syntax_errors(text: str, path: str) -> list[Diagnostic]:
+    """Every syntax error of a text the fast parse rejected, found by Lark's parser."""
+    from .grammar import load_parser
+    from .recovery import Recovery
+
+    if not _RECOVERING:
+        _RECOVERING.append(load_parser(_BUILDER, []))
+    _BUILDER.reset(path)
+    return Recovery(_RECOVERING[0], text, path).run()
 
 
 def normalize(text: str) -> str:
@@ -75,10 +89,9 @@ def try_parse(text: str, path: str | None = None) -> ParseResult:
         try:
             workflow = cast(ast.Workflow, parser.parse(text))  # built by the callbacks
             syntax: list[Diagnostic] = []
-        except UnexpectedInput:
-            _BUILDER.reset(path)
+        except Rejected:
             workflow = None
-            syntax = Recovery(parser, text, path).run()
+            syntax = _syntax_errors(text, path)
         problems = list(dict.fromkeys(_BUILDER.problems))
         comments = list(_COMMENTS)
     too_deep = route_depth_problem(workflow) if workflow is not None else None

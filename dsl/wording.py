@@ -10,10 +10,11 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Collection, Iterable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from lark import Lark
-from lark.lexer import TerminalDef
+if TYPE_CHECKING:  # the fast parse imports this module, and never Lark
+    from lark import Lark
+    from lark.lexer import TerminalDef
 
 STEP_KINDS = frozenset({"REGULAR", "TODO_TASK"})
 DEFAULTS = frozenset({"LLM", "CONDITIONAL_LLM", "MAX_TURNS", "PROMPT"})

@@ -232,7 +232,7 @@ class Directive:
             "position": state.position,
             "total": state.total,
             "tasks": tasks,
-            "ready_tasks": [_task(t, i + 1, False) for i, t in enumerate(step.ready_tasks or ())],
+            "ready_tasks": [_task(t, i + 1, False) for i, t in enumerate(self.ready_tasks or ())],
             "todo_id": self.todo_id,
             "turns": {"used": state.turns, "allowed": turns_allowed(step, state)},
             "last_delegation": self._returned(),

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-HELPER = "__complete"
+from todoflow.cli import HELPER
 
 
 @dataclass(frozen=True)

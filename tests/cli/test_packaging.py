@@ -16,7 +16,7 @@ from pathlib import Path
 from ..conftest import ROOT
 
 PACKAGES = ("todoflow", "dsl", "compiler", "runtime", "grammars")
-SHIPPED = {".py", ".lark", ".j2", ".todoflow", ".typed", ".sql"}  # what the package folders ship
+SHIPPED = {".py", ".lark", ".json", ".j2", ".todoflow", ".typed", ".sql"}  # what the package folders ship
 BUILD = "import sys; from setuptools import build_meta; print(build_meta.build_{}(sys.argv[1]))"
 REPOSITORY = "https://github.com/todoflow/todoflow/"
 
@@ -63,7 +63,7 @@ def test_the_sdist_holds_the_package_and_no_tests(tmp_path: Path) -> None:
         p.relative_to(source).as_posix()
         for folder in PACKAGES
         for p in (source / folder).rglob("*")
-        if p.is_file() and p.suffix in {".py", ".lark", ".j2", ".todoflow", ".typed"}
+        if p.is_file() and p.suffix in {".py", ".lark", ".json", ".j2", ".todoflow", ".typed"}
     }
     assert package <= names, sorted(package - names)
 
@@ -84,6 +84,7 @@ def test_the_unpacked_sdist_builds_a_complete_wheel(tmp_path: Path) -> None:
     }
     assert "todoflow/runtime/store/sql/001_schema.sql" in shipped
     assert "todoflow/runtime/serve/flows/todo-list.todoflow" in shipped
+    assert "todoflow/grammars/todoflow.tables.json" in shipped  # the fast parse's tables
     assert shipped <= names, sorted(shipped - names)
 
 

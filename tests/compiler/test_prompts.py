@@ -121,3 +121,15 @@ def test_syntax_error_reports_its_line() -> None:
     (problem,) = check_template("work", "line one\n{% if %}", _locate, "the template")
     assert (problem.code, problem.span.line) == ("E0402", 2)
     assert problem.message.startswith("the template does not parse:")
+
+
+def test_a_record_s_fields_read_as_attributes_and_dict_s_own_names_stay_its_methods() -> None:
+    """Records are dicts read through a shortcut of the sandbox's `getattr`: the same
+    values as the sandbox gives, a missing field still undefined."""
+    import jinja2
+
+    record = {"action": "Tag", "items": "a field named like a method", "keys": 2}
+    render = environment().from_string("{{ task.action }} {{ task['items'] }} {{ task.items()|list|length }}")
+    assert render.render(task=record) == "Tag a field named like a method 3"
+    with pytest.raises(jinja2.UndefinedError, match="has no attribute 'missing'"):
+        environment().from_string("{{ task.missing }}").render(task=record)

@@ -232,6 +232,17 @@ def test_a_ready_checklist_is_passed_on_unchanged(tmp_path: Path) -> None:
     assert reopened.directive().state == after.state
 
 
+def test_the_intake_prompt_lists_the_ready_checklist(tmp_path: Path) -> None:
+    """The intake's template reads `ready_tasks` (the only kind that may); the context of a
+    later node does not build it."""
+    source = 'workflow w "W" {\n  todo_task t "T" {\n    tasks {\n      "a" => "a is done"\n    }\n  }\n}\n'
+    engine, _ = start(tmp_path, source)
+    directive = engine.directive()
+    assert "1. a => a is done" in directive.prompt()
+    after = engine.step(directive.attempt_id, intake("a"))
+    assert after.context()["ready_tasks"] == []
+
+
 READY_WITH_CONSTRAINTS = (
     'workflow w "W" {\n  todo_task t "T" {\n    tasks {\n'
     '      a: "a" => "a is done"\n      b: "b" => "b is done"\n      "c" => "c is done"\n'

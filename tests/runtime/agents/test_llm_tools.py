@@ -160,6 +160,31 @@ def test_the_shell_when_allowed_runs_in_the_workspace_without_the_key(tmp_path: 
     assert called["command"] == "pwd > README.md; env >> README.md" and called["exit_code"] == 0
 
 
+_COMMAND = "echo built > README.md; sleep 300 & echo $! > child.pid; echo $$ > shell.pid; wait"
+_COMMAND_SCRIPT = [
+    _call("run_command", command=_COMMAND),
+    _call("complete_todo", todo_id="todo_1", result="ok", evidence="README.md"),
+]
+
+
+def _runner_in_a_command(tmp_path: Path, fake: FakeModel) -> tuple[subprocess.Popen[str], int, int]:
+    """`todoflow run` of a one-step flow whose model runs `_COMMAND` (a shell that forks a
+    long sleep); the runner, the shell's and the sleep's pids once both are written."""
+    workspace = _project(tmp_path, fake, "[tools]\nshell = true\n")
+    flow = FLOW[: FLOW.index("    todo_task")] + FLOW[FLOW.index("    regular docs") :]
+    (tmp_path / "flow.todoflow").write_text(flow)
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "todoflow", "run", "flow.todoflow", "--agent", "llm",
+         "--workspace", "workspace"],
+        cwd=tmp_path, env={**os.environ, "FAKE_KEY": SECRET},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    pids = [workspace / "shell.pid", workspace / "child.pid"]
+    wait_until(lambda: all(p.exists() and p.read_text().strip() for p in pids), "the command's pids")
+    shell, child = (int(p.read_text()) for p in pids)
+    return runner, shell, child
+
+
 @pytest.mark.parametrize(
     ("stop", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]
 )
@@ -169,24 +194,8 @@ def test_a_signal_to_the_runner_kills_the_running_command_with_its_children(
     """SIGTERM, SIGINT or SIGHUP of `todoflow run` while a `run_command` runs: the
     command's shell and the child it forked are killed with it, the runner ends without a
     traceback, and the run resumes where it was."""
-    command = "echo built > README.md; sleep 300 & echo $! > child.pid; echo $$ > shell.pid; wait"
-    script = [
-        _call("run_command", command=command),
-        _call("complete_todo", todo_id="todo_1", result="ok", evidence="README.md"),
-    ]
-    flow = FLOW[: FLOW.index("    todo_task")] + FLOW[FLOW.index("    regular docs") :]
-    with FakeModel(script) as fake:
-        workspace = _project(tmp_path, fake, "[tools]\nshell = true\n")
-        (tmp_path / "flow.todoflow").write_text(flow)
-        runner = subprocess.Popen(
-            [sys.executable, "-m", "todoflow", "run", "flow.todoflow", "--agent", "llm",
-             "--workspace", "workspace"],
-            cwd=tmp_path, env={**os.environ, "FAKE_KEY": SECRET},
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        pids = [workspace / "shell.pid", workspace / "child.pid"]
-        wait_until(lambda: all(p.exists() and p.read_text().strip() for p in pids), "the command's pids")
-        shell, child = (int(p.read_text()) for p in pids)
+    with FakeModel(_COMMAND_SCRIPT) as fake:
+        runner, shell, child = _runner_in_a_command(tmp_path, fake)
         runner.send_signal(stop)
         _, stderr = runner.communicate(timeout=60)
         try:
@@ -209,28 +218,12 @@ def test_a_command_a_killed_runner_left_running_is_killed_when_the_run_resumes(t
     to kill the command, whose group lives on with no time limit; it was journaled as it
     started, so the resumed run kills it (the shell and the child it forked) before its
     agent does anything, and says so. The log and the audit show the command."""
-    command = "echo built > README.md; sleep 300 & echo $! > child.pid; echo $$ > shell.pid; wait"
-    script = [
-        _call("run_command", command=command),
-        _call("complete_todo", todo_id="todo_1", result="ok", evidence="README.md"),
-    ]
-    flow = FLOW[: FLOW.index("    todo_task")] + FLOW[FLOW.index("    regular docs") :]
-    with FakeModel(script) as fake:
-        workspace = _project(tmp_path, fake, "[tools]\nshell = true\n")
-        (tmp_path / "flow.todoflow").write_text(flow)
-        runner = subprocess.Popen(
-            [sys.executable, "-m", "todoflow", "run", "flow.todoflow", "--agent", "llm",
-             "--workspace", "workspace"],
-            cwd=tmp_path, env={**os.environ, "FAKE_KEY": SECRET},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        pids = [workspace / "shell.pid", workspace / "child.pid"]
-        wait_until(lambda: all(p.exists() and p.read_text().strip() for p in pids), "the command's pids")
-        shell, child = (int(p.read_text()) for p in pids)
+    with FakeModel(_COMMAND_SCRIPT) as fake:
+        runner, shell, child = _runner_in_a_command(tmp_path, fake)
         (run,) = (tmp_path / ".todoflow" / "runs").iterdir()
         wait_until(lambda: "command_started" in (run / "journal.jsonl").read_text(), "the command's start")
         runner.kill()
-        runner.wait()
+        runner.communicate()  # its pipes closed
         try:
             assert alive(shell) and alive(child)  # nobody is left to stop it
             resumed = run_cli(
@@ -241,13 +234,13 @@ def test_a_command_a_killed_runner_left_running_is_killed_when_the_run_resumes(t
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(shell, signal.SIGKILL)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert f"[docs] killed what was left of `{command}` (process group {shell})" in resumed.stdout
+    assert f"[docs] killed what was left of `{_COMMAND}` (process group {shell})" in resumed.stdout
     assert fake.unused() == 0 and not fake.unexpected
     (started,) = [e for e in _events(run) if e["event"] == "CommandStarted"]
-    assert (started["command"], started["group"], started["agent"]) == (command, shell, "orchestrator")
+    assert (started["command"], started["group"], started["agent"]) == (_COMMAND, shell, "orchestrator")
     assert not [e for e in _events(run) if e["event"] == "ToolCalled"]  # the call never ended
     log = run_cli("log", run.name, cwd=tmp_path).stdout
-    assert f"command: orchestrator started `{command}`" in log
+    assert f"command: orchestrator started `{_COMMAND}`" in log
 
 
 def test_a_signal_the_runner_was_started_ignoring_stays_ignored() -> None:

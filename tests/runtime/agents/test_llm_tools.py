@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -167,18 +168,37 @@ _COMMAND_SCRIPT = [
 ]
 
 
+@contextlib.contextmanager
+def _as_from_a_terminal() -> Iterator[None]:
+    """The stop signals heard, not ignored, while the runner is started, so it starts with
+    them at their defaults as from a terminal, whatever the test run ignores (a background
+    job ignores Ctrl-C, `nohup` SIGHUP): the runner rightly keeps ignoring what it was
+    started ignoring, and an ignored disposition is what a child inherits."""
+    ignored = [
+        n for n in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP) if signal.getsignal(n) is signal.SIG_IGN
+    ]
+    for number in ignored:
+        signal.signal(number, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        for number in ignored:
+            signal.signal(number, signal.SIG_IGN)
+
+
 def _runner_in_a_command(tmp_path: Path, fake: FakeModel) -> tuple[subprocess.Popen[str], int, int]:
     """`todoflow run` of a one-step flow whose model runs `_COMMAND` (a shell that forks a
     long sleep); the runner, the shell's and the sleep's pids once both are written."""
     workspace = _project(tmp_path, fake, "[tools]\nshell = true\n")
     flow = FLOW[: FLOW.index("    todo_task")] + FLOW[FLOW.index("    regular docs") :]
     (tmp_path / "flow.todoflow").write_text(flow)
-    runner = subprocess.Popen(
-        [sys.executable, "-m", "todoflow", "run", "flow.todoflow", "--agent", "llm",
-         "--workspace", "workspace"],
-        cwd=tmp_path, env={**os.environ, "FAKE_KEY": SECRET},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    with _as_from_a_terminal():
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "todoflow", "run", "flow.todoflow", "--agent", "llm",
+             "--workspace", "workspace"],
+            cwd=tmp_path, env={**os.environ, "FAKE_KEY": SECRET},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
     pids = [workspace / "shell.pid", workspace / "child.pid"]
     wait_until(lambda: all(p.exists() and p.read_text().strip() for p in pids), "the command's pids")
     shell, child = (int(p.read_text()) for p in pids)

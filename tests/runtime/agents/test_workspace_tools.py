@@ -344,6 +344,9 @@ def test_a_stop_signal_as_a_command_starts_still_finds_it_to_kill(
 
     monkeypatch.setattr(subprocess, "Popen", started_then_stopped)
     tools = WorkspaceTools(workspace, shell=True)
+    # the handler a terminal's process has, whatever the test run ignores (a background
+    # job ignores Ctrl-C): a signal the process was started ignoring stays ignored
+    before = signal.signal(stop, signal.default_int_handler if stop == signal.SIGINT else signal.SIG_DFL)
     try:
         with stopped_by_signals(), pytest.raises(raised):
             _call(tools, "run_command", command="sleep 60")
@@ -351,6 +354,7 @@ def test_a_stop_signal_as_a_command_starts_still_finds_it_to_kill(
         tools.close()
         wait_until(lambda: not alive(groups[0]), "the command to be killed")
     finally:  # a failing test leaves nothing running
+        signal.signal(stop, before)
         with contextlib.suppress(ProcessLookupError, IndexError):
             os.killpg(groups[0], signal.SIGKILL)
 

@@ -249,14 +249,20 @@ def _read_file(tools: WorkspaceTools, call: ReadFile, deadline: float) -> ToolOu
         return ToolOutcome(chunk)
     if _binary(chunk):
         return ToolOutcome(f"`{call.path}` is a binary file ({found.status.st_size:,} bytes); not shown")
-    lines, more = _lines(chunk, min(call.limit, bounds.read_lines), bounds.read_bytes)
+    lines, more, long_line = _lines(chunk, min(call.limit, bounds.read_lines), bounds.read_bytes)
     if not lines:
         return ToolOutcome(
             f"`{call.path}` is empty" if call.offset == 1 else f"`{call.path}` ends before line {call.offset}"
         )
     text = _numbered(lines, call.offset)
-    if more:
-        following = call.offset + len(lines)
+    following = call.offset + len(lines)
+    if long_line:  # a reader told to read on from the next line would never see the rest
+        text += (
+            f"\n[cut: line {call.offset} is longer than {bounds.read_bytes:,} bytes and only its start"
+            f" is shown; search_files finds text in the rest of it; call read_file with"
+            f" offset={following} for any lines after it]"
+        )
+    elif more:
         text += f"\n[cut: the file goes on; call read_file with offset={following} to read on]"
     return ToolOutcome(text)
 
@@ -287,15 +293,17 @@ def _binary(data: bytes) -> bool:
     return data.find(b"\0", 0, BINARY_HEAD) >= 0
 
 
-def _lines(chunk: bytes, limit: int, size: int) -> tuple[list[bytes], bool]:
-    """The whole lines of `chunk` within `size` bytes and `limit` lines (a first line
-    longer than `size` is cut), without their line ends, and whether the file goes on
-    after them. Bytes are split, not text, and at most `limit` times: a line costs one
-    object, and what lies past the limit is not split at all."""
+def _lines(chunk: bytes, limit: int, size: int) -> tuple[list[bytes], bool, bool]:
+    """The whole lines of `chunk` within `size` bytes and `limit` lines, without their
+    line ends; whether the file goes on after them; whether the first line, longer than
+    `size`, was cut (then it is all there is). Bytes are split, not text, and at most
+    `limit` times: a line costs one object, and what lies past the limit is not split."""
     more = len(chunk) > size
     if more:
         cut = chunk.rfind(b"\n", 0, size)
-        chunk = chunk[: cut + 1] if cut >= 0 else chunk[:size]
+        if cut < 0:
+            return [chunk[:size].removesuffix(b"\r")], True, True
+        chunk = chunk[: cut + 1]
     if b"\r" in chunk:  # Windows line ends: shown without their carriage return
         chunk = chunk.replace(b"\r\n", b"\n").removesuffix(b"\r")
     lines = chunk.split(b"\n", limit)
@@ -303,7 +311,7 @@ def _lines(chunk: bytes, limit: int, size: int) -> tuple[list[bytes], bool]:
         more = lines.pop() != b"" or more
     elif lines[-1] == b"":
         lines.pop()
-    return lines, more
+    return lines, more, False
 
 
 def _numbered(lines: list[bytes], first: int) -> str:

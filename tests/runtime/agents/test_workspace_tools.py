@@ -75,6 +75,14 @@ def _read_on(line: int) -> str:
     return f"\n[cut: the file goes on; call read_file with offset={line} to read on]"
 
 
+def _long_line(line: int, size: int) -> str:
+    return (
+        f"\n[cut: line {line} is longer than {size:,} bytes and only its start is shown;"
+        f" search_files finds text in the rest of it; call read_file with offset={line + 1}"
+        " for any lines after it]"
+    )
+
+
 @pytest.mark.parametrize(
     ("data", "arguments", "bounds", "shown"),
     [
@@ -94,9 +102,15 @@ def _read_on(line: int) -> str:
         (b"a\nb\n", {"limit": 1}, Bounds(), "     1\ta" + _read_on(2)),
         (b"a\nb\nc", {"offset": 2, "limit": 1}, Bounds(), "     2\tb" + _read_on(3)),
         (b"a\nb\n", {"offset": 2, "limit": 5}, Bounds(), "     2\tb"),
-        ("é".encode() * 10, {}, Bounds(read_bytes=5), "     1\téé\ufffd" + _read_on(2)),
+        ("é".encode() * 10, {}, Bounds(read_bytes=5), "     1\téé\ufffd" + _long_line(1, 5)),
         (b"ab\n" + "é".encode() * 3 + b"\n", {}, Bounds(read_bytes=6), "     1\tab" + _read_on(2)),
-        (b"x" * 100 + b"\ny\n", {}, Bounds(read_bytes=10), "     1\t" + "x" * 10 + _read_on(2)),
+        (b"x" * 100 + b"\ny\n", {}, Bounds(read_bytes=10), "     1\t" + "x" * 10 + _long_line(1, 10)),
+        (
+            b"a\n" + b"x" * 100,
+            {"offset": 2},
+            Bounds(read_bytes=10),
+            "     2\t" + "x" * 10 + _long_line(2, 10),
+        ),
         (b"a\xff\nb", {}, Bounds(), "     1\ta\ufffd\n     2\tb"),
         (b"a\n\0", {"offset": 2}, Bounds(), "`f.txt` is a binary file (3 bytes); not shown"),
         (

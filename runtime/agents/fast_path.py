@@ -146,20 +146,11 @@ def abandoned(engine: Engine, here: bool) -> bool:
     started = _started(engine)
     if started is None or started.runner is None:
         return True  # a run of a version that did not say who runs it: as before, interrupted
-    pid = started.runner.rpartition(":")[2]
     if started.runner == RUNNER:
         return not here
-    alive = engine.store.alive(started.runner)
-    if alive is not None:
-        return not alive
-    if process_groups.here(started.runner):
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return True
-        except (PermissionError, ValueError):
-            return False
-        return False
+    running = process_groups.alive(engine.store, started.runner)
+    if running is not None:
+        return not running
     try:
         age = time.time() - datetime.fromisoformat(started.at).timestamp()
     except ValueError:

@@ -50,21 +50,29 @@ def here(runner: str | None) -> bool:
 
 
 def ended_here(store: Store, runner: str | None) -> bool:
-    """Whether `runner` is another process of this machine that has ended (a shared
-    store's lease says so first; else the machine is asked). One that cannot be told,
-    or is this process, has not."""
+    """Whether `runner` is another process of this machine that has ended. One that
+    cannot be told, or is this process, has not."""
     if runner is None or runner == RUNNER or not here(runner):
         return False
-    alive = store.alive(runner)
-    if alive is not None:
-        return not alive
+    return alive(store, runner) is False
+
+
+def alive(store: Store, runner: str) -> bool | None:
+    """Whether `runner` (`<host>:<pid>`) still runs: a shared store's lease says so first;
+    else, for a process of this machine, the machine is asked (one it cannot tell about
+    counts as running). None: another machine's, with no lease to say."""
+    leased = store.alive(runner)
+    if leased is not None:
+        return leased
+    if not here(runner):
+        return None
     try:
         os.kill(int(runner.rpartition(":")[2]), 0)
     except ProcessLookupError:
-        return True
-    except (PermissionError, ValueError):
         return False
-    return False
+    except (PermissionError, ValueError):
+        return True
+    return True
 
 
 def leader(pid: int) -> str | None:

@@ -182,6 +182,12 @@ def _done(head: Head, step: RunStep, state: ProcessState, evidence: str, outcome
     )
 
 
+def working_agent(state: ProcessState) -> str:
+    """Who works at `state`: the delegated sub-agent (its route id), or the orchestrator."""
+    delegation = state.delegation
+    return delegation.agent if state.node == "delegated" and delegation is not None else ORCHESTRATOR
+
+
 def tool(
     head: Head,
     step: RunStep,
@@ -191,7 +197,7 @@ def tool(
 ) -> Entry:
     """The entry of a todo tool call (`create_todo`, `update_todo`, `complete_todo`)."""
     delegated = state.node == "delegated"
-    agent = state.delegation.agent if delegated and state.delegation else ORCHESTRATOR
+    agent = working_agent(state)
     if isinstance(reply, CreateTodoReply):
         if step.kind != "todo_task":
             raise InvalidReply(

@@ -20,7 +20,8 @@ from typing import TextIO
 
 from ..directive import Directive
 from ..engine import Engine
-from ..entries import ORCHESTRATOR, CommandStarted, Entry, ToolCalled
+from ..entries import CommandStarted, Entry, ToolCalled
+from ..orchestrator import working_agent
 from . import process_groups
 from .offer import SHELL_TOOL
 
@@ -42,8 +43,6 @@ class Journal:
         """A command started in process group `group`: journaled now, before it ends."""
         asked = self._asked
         assert asked is not None, "a command starts while the agent answers a directive"
-        delegation = asked.state.delegation
-        agent = delegation.agent if asked.node == "delegated" and delegation is not None else ORCHESTRATOR
         leader = process_groups.leader(group)
         after = self.engine.journal(
             self.attempt,
@@ -52,7 +51,7 @@ class Journal:
                 at=at,
                 by="driver",
                 step=asked.state.step_id or "",
-                agent=agent,
+                agent=working_agent(asked.state),
                 todo=asked.todo_id,
                 command=command,
                 runner=process_groups.RUNNER,

@@ -17,7 +17,6 @@ recorded of the workspace when the run ran.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import stat
 from collections.abc import Iterable
@@ -26,6 +25,7 @@ from typing import Literal, NamedTuple, Protocol
 
 CHECKED_LIMIT = 1 << 30  # bytes: the largest file whose content prevalidation hashes (1 GiB)
 PIECE = 1 << 20  # bytes read at a time while hashing
+SMALL_PIECE = 1 << 12  # the smallest buffer a file is hashed with (it may have grown since)
 
 
 def confined(workspace: Path, name: str) -> Path | str:
@@ -172,7 +172,10 @@ class Prevalidation(NamedTuple):
 
 def prevalidate(workspace: Path, expected: Iterable[str]) -> Prevalidation:
     """Every expected file must exist in the workspace; their digests are recorded."""
-    root = workspace.resolve()
+    return _prevalidated(workspace.resolve(), expected)
+
+
+def _prevalidated(root: Path, expected: Iterable[str]) -> Prevalidation:
     found, problems = [], []
     for name in expected:
         digest = _digest(root, name)
@@ -189,33 +192,36 @@ def file_digest(workspace: Path, name: str) -> tuple[str, str] | str:
 
 
 def _digest(root: Path, name: str) -> tuple[str, str] | str:
-    path = _confined(root, name)
-    problem = _missing(name, path)
-    if problem is not None:
-        return problem
-    assert isinstance(path, Path)
-    try:  # non-blocking: a name swapped for a FIFO since it was found must not hang the run
-        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    found = _located(root, name)
+    if isinstance(found, str):
+        return found
+    if found.status is None or not stat.S_ISREG(found.status.st_mode):
+        return f"`{name}` does not exist in the workspace"
+    try:  # non-blocking: a name swapped for a FIFO since it was found must not hang the run;
+        # no link followed: the path is resolved, so a link there now was swapped in since
+        handle = os.open(found.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError as error:
         return f"`{name}` cannot be read: {error.strerror or error}"
-    with open(handle, "rb", buffering=0) as file:
+    try:
         status = os.fstat(handle)  # what was opened: a file swapped after it was found is not read
         problem = _not_plain(name, status) or _hard_link_out(root, name, status) or _too_large(name, status)
         if problem is not None:
             return problem
-        try:
-            return name, _sha256(file)
-        except OSError as error:
-            return f"`{name}` cannot be read: {error.strerror or error}"
+        return name, _sha256(handle, status.st_size)
+    except OSError as error:
+        return f"`{name}` cannot be read: {error.strerror or error}"
+    finally:
+        os.close(handle)
 
 
-def _sha256(file: io.RawIOBase) -> str:
-    """The file's sha256, read a piece at a time: memory stays bounded whatever its size."""
+def _sha256(handle: int, size: int) -> str:
+    """The file's sha256, read a piece at a time into one buffer no larger than the file
+    needs: memory stays bounded whatever its size, and a small file allocates no piece."""
     digest = hashlib.sha256()
-    buffer = bytearray(PIECE)
+    buffer = bytearray(min(PIECE, max(size + 1, SMALL_PIECE)))
     view = memoryview(buffer)
-    while size := file.readinto(buffer):
-        digest.update(view[:size])
+    while count := os.readv(handle, [buffer]):
+        digest.update(view[:count])
     return digest.hexdigest()
 
 
@@ -248,13 +254,20 @@ class Files(Protocol):
 
 
 class Folder:
-    """The workspace as it is on disk."""
+    """The workspace as it is on disk, resolved once (at its first question): an engine
+    asks at every step, and resolving a path costs a system call per part of it."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._resolved: Path | None = None
+
+    def _root(self) -> Path:
+        if self._resolved is None:
+            self._resolved = self.root.resolve()
+        return self._resolved
 
     def missing(self, name: str) -> str | None:
-        return missing(self.root, name)
+        return _missing(name, _confined(self._root(), name))
 
     def prevalidate(self, expected: Iterable[str]) -> Prevalidation:
-        return prevalidate(self.root, expected)
+        return _prevalidated(self._root(), expected)

@@ -1133,13 +1133,17 @@ class FolderLearnings:
         # per file: its identity, how far it has been read, the ids it holds to there;
         # so adding a record reads only what others appended since, not the whole file
         self._read_to: dict[Path, tuple[tuple[int, int], int, set[str]]] = {}
+        self._files: dict[str, Path] = {}  # a record is added at every validated todo
 
     def file(self, sub_step_id: str) -> Path:
-        if not PLAIN.match(sub_step_id):
-            raise LearningError(
-                f"step id `{sub_step_id}` is not a plain name; it cannot name a learnings folder"
-            )
-        return self.root / sub_step_id / LEARNINGS_FILE
+        path = self._files.get(sub_step_id)
+        if path is None:
+            if not PLAIN.match(sub_step_id):
+                raise LearningError(
+                    f"step id `{sub_step_id}` is not a plain name; it cannot name a learnings folder"
+                )
+            path = self._files[sub_step_id] = self.root / sub_step_id / LEARNINGS_FILE
+        return path
 
     def add(self, learning: Learning) -> bool:
         """Append `learning` unless a record with its id is there; True when written."""
@@ -1173,6 +1177,9 @@ class FolderLearnings:
         known, offset, ids = self._read_to.get(path, (identity, 0, set()))
         if known != identity or status.st_size < offset:
             offset, ids = 0, set()
+        if status.st_size == offset:  # nobody appended since: nothing to read
+            self._read_to[path] = (identity, offset, ids)
+            return ids
         os.lseek(handle, offset, os.SEEK_SET)
         added = b""
         while chunk := os.read(handle, 1 << 20):

@@ -3,6 +3,7 @@ links out, files hashed a piece at a time, a size limit for the files whose cont
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import tracemalloc
@@ -11,7 +12,15 @@ from pathlib import Path
 import pytest
 
 from todoflow.runtime import workspace
-from todoflow.runtime.workspace import CHECKED_LIMIT, confined, file_digest, missing, prevalidate
+from todoflow.runtime.workspace import (
+    CHECKED_LIMIT,
+    Folder,
+    Located,
+    confined,
+    file_digest,
+    missing,
+    prevalidate,
+)
 
 
 @pytest.fixture
@@ -65,3 +74,44 @@ def test_a_file_larger_than_the_limit_is_refused_unread(room: Path) -> None:
         f"prevalidation failed: `huge.bin` holds {CHECKED_LIMIT + 1:,} bytes, "
         f"more than the {CHECKED_LIMIT:,} a prevalidation checks"
     )
+
+
+def test_links_out_fail_the_prevalidation_of_a_folder_asked_before_they_were_made(room: Path) -> None:
+    files = Folder(room)  # the engine's: the workspace is resolved at its first question
+    (room / "ok.txt").write_text("mine\n")
+    assert files.prevalidate(["ok.txt"]).passed
+    (room / "out.txt").symlink_to(room.parent / "secret.txt")
+    (room / "up").symlink_to(room.parent)
+    found = files.prevalidate(["out.txt", "up/secret.txt", "../secret.txt"])
+    assert not found.passed and found.files == ()
+    assert found.reason == (
+        "prevalidation failed: `out.txt` resolves outside the workspace; "
+        "`up/secret.txt` resolves outside the workspace; `../secret.txt` resolves outside the workspace"
+    )
+    assert files.missing("out.txt") == "`out.txt` resolves outside the workspace"
+
+
+def test_a_name_swapped_for_a_link_after_it_was_found_is_not_followed(
+    room: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (room / "out.txt").write_text("mine\n")
+    located = Located(str(room / "out.txt"), "out.txt", os.lstat(room / "out.txt"))
+    (room / "out.txt").unlink()  # between the look and the open, a link out takes its place
+    (room / "out.txt").symlink_to(room.parent / "secret.txt")
+    monkeypatch.setattr(workspace, "_located", lambda root, name: located)
+    found = prevalidate(room, ["out.txt"])
+    assert not found.passed and found.files == ()
+    refused = os.strerror(errno.ELOOP)  # opened without following a link
+    assert found.reason == f"prevalidation failed: `out.txt` cannot be read: {refused}"
+
+
+def test_a_small_file_is_hashed_without_a_whole_piece(room: Path) -> None:
+    (room / "out.txt").write_text("built")
+    tracemalloc.start()
+    try:
+        found = file_digest(room, "out.txt")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert found == ("out.txt", hashlib.sha256(b"built").hexdigest())
+    assert peak < workspace.PIECE // 8

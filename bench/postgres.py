@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import multiprocessing
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,12 @@ CLIENTS = 8
 CHECKLIST = 100  # confirmations per checklist (a checklist holds at most 100 tasks)
 
 
-def floor_client(url: str, pid: str) -> Callable[[int], float]:
+# A client: `prepare(n)` makes what its next `n` steps need, untimed; `run(n)` takes them
+# and returns their time.
+Client = tuple[Callable[[int], None], Callable[[int], float]]
+
+
+def floor_client(url: str, pid: str) -> Client:
     """A client of the floor: `n` guarded transactions in a row; their time."""
     connection = psycopg.connect(url, autocommit=True)
     connection.execute("INSERT INTO todoflow_processes (process_id, meta) VALUES (%s, '{}')", (pid,))
@@ -65,54 +71,60 @@ def floor_client(url: str, pid: str) -> Callable[[int], float]:
             seq[0] += 1
         return time.perf_counter() - start
 
-    return run
+    return lambda n: None, run
 
 
-def engine_client(url: str, pid: str, folder: Path) -> Callable[[int], float]:
-    """A client of the store: `n` confirmations through the engine; their time."""
+def engine_client(url: str, pid: str, folder: Path) -> Client:
+    """A client of the store: `n` confirmations through the engine; their time. The runs
+    they need (a checklist holds at most 100 tasks) are made by `prepare`, before the steps
+    are timed: a run's creation and its checklist's intake are not confirmations, and the
+    floor's process row is made before its steps too."""
     definition = from_source(source(1, CHECKLIST), "bench.todoflow").or_raise()
-    engines: list[Engine] = []
-    count = [0]
+    made = [0]
+    ready: deque[tuple[Engine, str]] = deque()  # runs past their intake, not stepped yet
+    left = [0]  # confirmations left in the current run's checklist
 
-    def fresh() -> Engine:  # a new 100-task checklist when one is done, past its intake
-        for engine in engines:
-            engine.close()
-        engine = process.start(definition, url, workspace=folder, process_id=f"{pid}-{len(engines)}")
-        engines.append(engine)
+    def fresh() -> tuple[Engine, str]:  # a new run with its 100-task checklist taken in
+        engine = process.start(definition, url, workspace=folder, process_id=f"{pid}-{made[0]}")
+        made[0] += 1
         directive = engine.directive()
         tasks = [
             {"action": t.action, "expected_result": t.expected_result} for t in directive.ready_tasks or ()
         ]
-        engine.step(
-            directive.attempt_id, {"tasks": tasks, "progress_checklist_outcome": "ready"}, by="caller"
-        )
-        return engine
+        reply = {"tasks": tasks, "progress_checklist_outcome": "ready"}
+        return engine, engine.step(directive.attempt_id, reply, by="caller").attempt_id
 
-    engine = fresh()
-    attempt = [engine.directive().attempt_id]
+    def prepare(n: int) -> None:
+        while left[0] + CHECKLIST * len(ready) < n:
+            ready.append(fresh())
+
+    engine, attempt = fresh()
+    left[0] = CHECKLIST
 
     def run(n: int) -> float:
-        nonlocal engine
+        nonlocal engine, attempt
+        prepare(n)
         took = 0.0
         for _ in range(n):
-            if count[0] and count[0] % CHECKLIST == 0:
-                engine = fresh()
-                attempt[0] = engine.directive().attempt_id
-            reply = {"evidence": f"checked {count[0]}", "progress_execution_outcome": "done"}
+            if not left[0]:
+                engine.close()
+                (engine, attempt), left[0] = ready.popleft(), CHECKLIST
+            reply = {"evidence": f"checked {left[0]}", "progress_execution_outcome": "done"}
             start = time.perf_counter()
-            attempt[0] = engine.step(attempt[0], reply).attempt_id
+            attempt = engine.step(attempt, reply).attempt_id
             took += time.perf_counter() - start
-            count[0] += 1
+            left[0] -= 1
         return took
 
-    return run
+    return prepare, run
 
 
 def _worker(kind: str, url: str, pid: str, folder: str, rounds: int, n: int, barrier: Any) -> None:
     """One client program: its own connection (or store), `rounds` times `n` steps, each
-    round started with the others'."""
-    client = floor_client(url, pid) if kind == "floor" else engine_client(url, pid, Path(folder))
+    round started with the others' once what its steps need is made."""
+    prepare, client = floor_client(url, pid) if kind == "floor" else engine_client(url, pid, Path(folder))
     for _ in range(rounds):
+        prepare(n)
         barrier.wait()
         client(n)
         barrier.wait()
@@ -204,7 +216,7 @@ def main() -> list[Figure]:
             url = server.fresh_database("bench")
             pg_store.migrate(url, create=True)
             runs_at(url).close()
-            floor, ours = floor_client(url, "floor"), engine_client(url, "ours", folder)
+            floor, ours = floor_client(url, "floor")[1], engine_client(url, "ours", folder)[1]
             for tag in range(ROUNDS):
                 step.add(ours(STEPS) / STEPS, floor(STEPS) / STEPS)
                 theirs = concurrently("floor", url, folder, 1, STEPS // 2, tag)[0]

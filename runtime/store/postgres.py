@@ -761,47 +761,45 @@ class PgStore:
         """The step's one statement: guard, journal rows, learnings, snapshot, notification."""
         before = steps[0].before.seq
         lines = [json_line(to_json(applied.entry))[:-1].decode() for applied in steps]
-        attempts: list[str | None] = [None] * len(steps)
-        digests: list[str | None] = [None] * len(steps)
-        if request is not None:
-            attempts[-1], digests[-1] = request.attempt, request.digest
-        parts = [_GUARD, _ROWS]
-        values: dict[str, Any] = {
-            "pid": self.process_id,
-            "before": before,
-            "after": after.seq,
-            "seqs": [applied.seq for applied in steps],
-            "attempts": attempts,
-            "digests": digests,
-            "entries": lines,
-            "note": f"{self.process_id} {after.seq}",
-        }
+        attempt, digest = (request.attempt, request.digest) if request is not None else (None, None)
+        note = f"{self.process_id} {after.seq}"
         learnings = learned(self.plan, self.process_id, self.definition_sha256, steps)
-        if learnings:
-            parts.append(_LEARNINGS)
-            values["learnings"] = [learning.model_dump_json() for learning in learnings]
         since = self._since + sum(map(len, lines))
         snapshot = None
         if snapshot_due(before, after.seq, since, self._snapshot_size):
-            parts.append(_SNAPSHOT)
-            snapshot = values["state"] = json_line(state_json(after, self.plan))[:-1].decode()
-        if len(parts) == 2 and len(steps) == 1:  # the common step: one row, positional parameters
-            statement: str = _ONE_ROW
-            arguments: Any = (
-                after.seq,
-                self.process_id,
-                before,
-                after.seq,
-                attempts[0],
-                digests[0],
-                lines[0],
-            )
-            arguments += (values["note"],)
-        else:
-            statement, arguments = "WITH " + ", ".join(parts) + _NOTIFY, values
+            snapshot = json_line(state_json(after, self.plan))[:-1].decode()
+        statement: str = _ONE_ROW
+        arguments: Any = (after.seq, self.process_id, before, after.seq, attempt, digest, lines[0], note)
+        if len(steps) > 1 or learnings or snapshot is not None:  # the common step has none of these
+            parts = [_GUARD]
+            arguments = {
+                "pid": self.process_id,
+                "before": before,
+                "after": after.seq,
+                "seqs": [applied.seq for applied in steps],
+                "attempts": [None] * (len(steps) - 1) + [attempt],  # the reply made the last entry
+                "digests": [None] * (len(steps) - 1) + [digest],
+                "entries": lines,
+                "note": note,
+                "learnings": [learning.model_dump_json() for learning in learnings],
+                "state": snapshot,
+            }
+            parts += [_LEARNINGS] if learnings else []
+            parts += [_SNAPSHOT] if snapshot is not None else []
+            statement = "WITH " + ", ".join(parts) + _ROWS
+        if self._inserted(statement, arguments) != len(steps):
+            self._state = None
+            raise Moved(f"run `{self.process_id}`: another program stepped it first")
+        self._state = after
+        self._since, self._snapshot_size = (
+            (0, len(snapshot)) if snapshot is not None else (since, self._snapshot_size)
+        )
+
+    def _inserted(self, statement: str, arguments: Any) -> int:
+        """The journal rows the step's statement inserted: none if the guard matched no row."""
         try:
             with self.runs.pool.connection() as connection:
-                row = connection.execute(statement, arguments).fetchone()
+                return connection.execute(statement, arguments).rowcount
         except PoolTimeout:  # nothing was sent
             raise _no_connection(self.runs.location) from None
         except psycopg.OperationalError:  # the outcome is unknown: look again at what the database holds
@@ -809,13 +807,6 @@ class PgStore:
             raise Moved(f"run `{self.process_id}`: the database did not confirm the step") from None
         except psycopg.Error as error:
             raise DatabaseError(f"the step was not saved: {_reason(error)}") from None
-        if row is None or row[0] != len(steps):
-            self._state = None
-            raise Moved(f"run `{self.process_id}`: another program stepped it first")
-        self._state = after
-        self._since, self._snapshot_size = (
-            (0, len(snapshot)) if snapshot is not None else (since, self._snapshot_size)
-        )
 
     def replayed(self, request: Request) -> bool:
         row = self.runs.read(
@@ -846,15 +837,11 @@ class PgStore:
 
 # The parts of a step's statement. The guard matches the process row only at the entry the
 # step was taken from; everything else reads it, so a step that lost the race writes nothing.
+# The statement is the journal rows' INSERT, its row count what the step wrote: no rows
+# returned, no counts computed (each cost the server and the client CPU on every step).
 _GUARD = (
     "guard AS (UPDATE todoflow_processes SET seq = %(after)s "
     "WHERE process_id = %(pid)s AND seq = %(before)s RETURNING process_id)"
-)
-_ROWS = (
-    "journal AS (INSERT INTO todoflow_journal (process_id, seq, attempt, request, entry) "
-    "SELECT guard.process_id, r.seq, r.attempt, r.request, r.entry::json FROM guard, "
-    "unnest(%(seqs)s::bigint[], %(attempts)s::text[], %(digests)s::text[], %(entries)s::text[]) "
-    "AS r(seq, attempt, request, entry) RETURNING seq)"
 )
 _LEARNINGS = (
     "learned AS (INSERT INTO todoflow_learnings (id, sub_step_id, process_id, status, record) "
@@ -867,21 +854,26 @@ _SNAPSHOT = (
 )
 # NOTIFY only for a run someone follows: PostgreSQL commits notifying transactions one at
 # a time (a lock held through the commit's WAL flush), which would cost every step its
-# share of group commit.
-_FOLLOWED = "WHERE EXISTS (SELECT 1 FROM todoflow_followers f WHERE f.process_id = guard.process_id)"
+# share of group commit. A lateral subquery of the guard's row: evaluated once per step
+# that wins its guard (an unreferenced CTE would not be evaluated at all).
 _NOTIFY = (
-    ", noted AS (SELECT pg_notify('" + CHANNEL + "', %(note)s) FROM guard " + _FOLLOWED + ") "
-    "SELECT (SELECT count(*) FROM journal), (SELECT count(*) FROM noted)"
+    "LEFT JOIN LATERAL (SELECT pg_notify('" + CHANNEL + "', {note}) WHERE EXISTS "
+    "(SELECT 1 FROM todoflow_followers f WHERE f.process_id = guard.process_id)) AS noted ON true"
 )
-
-
-_ONE_ROW = (
+_INSERT = " INSERT INTO todoflow_journal (process_id, seq, attempt, request, entry) "
+_ROWS = (
+    _INSERT
+    + "SELECT guard.process_id, r.seq, r.attempt, r.request, r.entry::json FROM guard "
+    + _NOTIFY.format(note="%(note)s")
+    + " CROSS JOIN unnest(%(seqs)s::bigint[], %(attempts)s::text[], %(digests)s::text[], "
+    "%(entries)s::text[]) AS r(seq, attempt, request, entry)"
+)
+_ONE_ROW = (  # the common step, one row: positional parameters, the guard's inlined
     "WITH guard AS (UPDATE todoflow_processes SET seq = %s WHERE process_id = %s AND seq = %s "
-    "RETURNING process_id), journal AS (INSERT INTO todoflow_journal "
-    "(process_id, seq, attempt, request, entry) "
-    "SELECT process_id, %s, %s, %s, %s::json FROM guard RETURNING seq), "
-    "noted AS (SELECT pg_notify('" + CHANNEL + "', %s) FROM guard " + _FOLLOWED + ") "
-    "SELECT (SELECT count(*) FROM journal), (SELECT count(*) FROM noted)"
+    "RETURNING process_id)"
+    + _INSERT
+    + "SELECT guard.process_id, %s, %s, %s, %s::json FROM guard "
+    + _NOTIFY.format(note="%s")
 )
 
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from todoflow.runtime import process
@@ -287,6 +288,39 @@ def test_status_follow_prints_each_step_until_the_run_completes(
     lines = out.splitlines()
     assert [line.split()[3] for line in lines[:2]] == ["confirm", "confirm"]
     assert lines[-1] == "complete: result {}"
+
+
+def test_a_step_notifies_only_for_a_followed_run(tmp_path: Path, pg_url: str) -> None:
+    """A followed run's step (one row, and two: a model call journaled with the reply) sends `<run> <seq>`
+    on the journal's channel; an unfollowed run's sends nothing (a notifying commit would
+    cost it its share of group commit). Notifications arrive in commit order, so the
+    followed run's last one ends what is read: nothing from the other run came before it."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    definition = from_source(FLOW, "flow.todoflow").or_raise()
+    followed = process.start(definition, pg_url, workspace=workspace, process_id="followed")
+    other = process.start(definition, pg_url, workspace=workspace, process_id="other")
+    follow = runs_at(pg_url).changes("followed", 0)
+    next(follow)  # registered as the run's follower
+    listener = psycopg.connect(pg_url, autocommit=True)
+    listener.execute(f"LISTEN {pg_store.CHANNEL}")
+    for engine in (other, followed):
+        engine.step(engine.directive().attempt_id, intake("a", "b"))
+        engine.step(
+            engine.directive().attempt_id,
+            confirm(1),
+            usage=[Usage("orchestrator", Llm("openai", "m"), "default", 3, 4, 5)],
+        )
+    seen = []
+    for note in listener.notifies(timeout=60):
+        seen.append(note.payload)
+        if note.payload == "followed 3":
+            break
+    listener.close()
+    follow.close()
+    followed.close()
+    other.close()
+    assert seen == ["followed 1", "followed 3"]
 
 
 def test_a_program_holds_its_lease_while_its_presence_lives(pg_url: str) -> None:

@@ -71,12 +71,14 @@ class Served(NamedTuple):
 
 
 @contextmanager
-def served(folder: Path, *options: str) -> Iterator[Served]:
-    """A `todoflow serve --http 127.0.0.1:0` process with `options`, its stderr in a file
-    of `folder` (no pipe to drain: no thread of this process reads it while it measures)."""
+def served(folder: Path, *options: str, workers: int = 1) -> Iterator[Served]:
+    """A `todoflow serve --http 127.0.0.1:0` program with `options` (one process unless
+    `workers` says more), its stderr in a file of `folder` (no pipe to drain: no thread of
+    this process reads it while it measures)."""
     stderr = folder / f"serve-{time.monotonic_ns()}.log"
+    address = ["--http", "127.0.0.1:0", "--workers", str(workers)]
     with stderr.open("wb") as out:
-        server = subprocess.Popen([*SERVE, *options, "--http", "127.0.0.1:0"], stderr=out)
+        server = subprocess.Popen([*SERVE, *options, *address], stderr=out)
     try:
         yield Served(_url(server, stderr), server.pid, stderr)
     finally:

@@ -958,8 +958,8 @@ def _supervised(http: Any, count: int, serving: Callable[[int], None]) -> int:
             raise workers.StartFailed from None
 
     with listener:
-        host, port = listener.getsockname()[:2]
-        print(f"todoflow serve: MCP over HTTP at {url(host, port, http)} ({count} workers)", file=sys.stderr)
+        host, port = listener.getsockname()[:2]  # each worker says the URL once it listens
+        print(f"todoflow serve: starting {count} workers on {url(host, port, http)}", file=sys.stderr)
         return workers.Supervisor(count, listener, work).run()
 
 

@@ -298,13 +298,11 @@ async def serve_http(server: Any, service: TodoService, options: HttpOptions) ->
     class Draining(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
-            if options.fd is not None:  # its supervisor said where
-                print(f"todoflow serve: worker {os.getpid()} serving", file=sys.stderr, flush=True)
-                return
+            worker = "" if options.fd is None else f" (worker {os.getpid()})"
             for bound in self.servers[0].sockets if self.servers else ():
                 host, port = bound.getsockname()[:2]  # the port the system gave, for `:0`
                 served = url(host, port, options)
-                print(f"todoflow serve: MCP over HTTP at {served}", file=sys.stderr, flush=True)
+                print(f"todoflow serve: MCP over HTTP at {served}{worker}", file=sys.stderr, flush=True)
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:

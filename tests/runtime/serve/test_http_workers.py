@@ -19,7 +19,7 @@ from .test_http import http_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 TASKS = [{"action": f"Task {n}", "expected_result": f"Task {n} checked"} for n in range(1, 9)]
-SERVING = re.compile(r"worker (\d+) serving")
+SERVING = re.compile(r"MCP over HTTP at \S+ \(worker (\d+)\)")
 
 
 @pytest.fixture
@@ -66,7 +66,7 @@ def _pids(lines: list[str], pattern: str) -> set[str]:
 
 async def test_two_workers_answer_on_one_address_and_step_one_run_exactly_once(tmp_path: Path) -> None:
     with http_server(tmp_path, "--run-dir", "runs", "--workers", "2") as server:
-        assert "(2 workers)" in "".join(server.lines)
+        assert "todoflow serve: starting 2 workers on http://127.0.0.1:" in "".join(server.lines)
         _, prepared = await _call(server.url, "start", action="prepare", workflowId="todo-list", tasks=TASKS)
         _, directive = await _call(
             server.url, "start", action="execute", startAttemptId=prepared["startAttemptId"]

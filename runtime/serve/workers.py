@@ -35,7 +35,8 @@ import traceback
 from collections.abc import Callable, Iterator
 
 STOPS = (signal.SIGTERM, signal.SIGINT)
-START_FAILED = 2  # a worker's exit status when it could not start serving (the CLI's usage/I/O error)
+START_FAILED = 3  # a worker's exit status when it could not start serving (said on stderr)
+FAILED = 1  # the supervisor's then: the CLI's status for an error that was reported
 BACKLOG = 2048  # connections an accept queue holds (uvicorn's own default)
 SPREAD = sys.platform.startswith("linux") and hasattr(
     socket, "SO_REUSEPORT"
@@ -115,7 +116,7 @@ class Supervisor:
         self._parent_alive, self._parent_gone_writer = os.pipe()
 
     def run(self) -> int:
-        """Supervise until every worker has ended; 0, or `START_FAILED` when one could not start."""
+        """Supervise until every worker has ended; 0, or `FAILED` when one could not start."""
         previous = {stop: signal.signal(stop, self._stop) for stop in STOPS}
         try:
             with _held(STOPS):  # a stop signal waits until every first worker is known
@@ -128,7 +129,7 @@ class Supervisor:
                 signal.signal(stop, handler)
             os.close(self._parent_gone_writer)
             os.close(self._parent_alive)
-        return START_FAILED if self.failed else 0
+        return FAILED if self.failed else 0
 
     def _reap(self, pid: int, status: int) -> None:
         slot = self.running.pop(pid, None)
@@ -161,7 +162,11 @@ class Supervisor:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
             os.close(self._parent_gone_writer)
             threading.Thread(target=_drain_when_gone, args=(self._parent_alive,), daemon=True).start()
-            accepting = worker_socket(self.listener)
+            try:
+                accepting = worker_socket(self.listener)
+            except OSError as error:
+                print(f"todoflow: error: a worker cannot listen: {error.strerror or error}", file=sys.stderr)
+                raise StartFailed from None
             self.work(accepting.fileno())
             code = 0
         except StartFailed:

@@ -130,3 +130,21 @@ def test_a_bad_worker_count_is_refused_saying_why(tmp_path: Path, options: list[
     assert refused.returncode == 2
     assert said in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_a_worker_that_cannot_start_stops_them_all_and_is_not_restarted(tmp_path: Path) -> None:
+    refused = run_cli(
+        "serve",
+        "--run-dir",
+        "runs",
+        "--http",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--llm",
+        "nonsense",
+        cwd=tmp_path,
+    )
+    assert refused.returncode == 1  # as one process says it
+    assert "--llm: a model is `PROVIDER:MODEL`" in refused.stderr
+    assert "starting another" not in refused.stderr and "Traceback" not in refused.stderr

@@ -38,9 +38,8 @@ STOPS = (signal.SIGTERM, signal.SIGINT)
 START_FAILED = 3  # a worker's exit status when it could not start serving (said on stderr)
 FAILED = 1  # the supervisor's then: the CLI's status for an error that was reported
 BACKLOG = 2048  # connections an accept queue holds (uvicorn's own default)
-SPREAD = sys.platform.startswith("linux") and hasattr(
-    socket, "SO_REUSEPORT"
-)  # the kernel spreads connections
+# where the kernel spreads connections over the sockets that share an address
+SPREAD = sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
 
 
 def default_count() -> int:
@@ -104,8 +103,8 @@ def _closed_on_error(bound: socket.socket) -> Iterator[None]:
 
 
 class Supervisor:
-    """Starts `workers` children, each running `work(fd)` on the listening socket's file
-    descriptor, and keeps that many running until told to stop."""
+    """Starts `workers` children, each running `work(fd)` with the file descriptor of the
+    socket it accepts on (`worker_socket`), and keeps that many running until told to stop."""
 
     def __init__(self, workers: int, listener: socket.socket, work: Callable[[int], None]) -> None:
         self.workers, self.listener, self.work = workers, listener, work

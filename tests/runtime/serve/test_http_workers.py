@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -148,3 +149,22 @@ def test_a_worker_that_cannot_start_stops_them_all_and_is_not_restarted(tmp_path
     assert refused.returncode == 1  # as one process says it
     assert "--llm: a model is `PROVIDER:MODEL`" in refused.stderr
     assert "starting another" not in refused.stderr and "Traceback" not in refused.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a zombie is told from /proc")
+def test_workers_whose_supervisor_was_sigkilled_drain_and_end_by_themselves(tmp_path: Path) -> None:
+    with http_server(tmp_path, "--run-dir", "runs", "--workers", "2") as server:
+        wait_until(lambda: len(SERVING.findall("".join(server.lines))) == 2, "two workers serving")
+        workers = [int(pid) for pid in SERVING.findall("".join(server.lines))]
+        server.process.kill()
+        server.process.wait()
+        wait_until(lambda: all(_ended(worker) for worker in workers), "the workers to end")
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie its new parent has not reaped yet."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"

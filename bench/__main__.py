@@ -38,6 +38,7 @@ BENCHMARKS = (
     "tools",
     "commands",
     "postgres",
+    "serve_workers",
 )
 RESULTS = BUILD / "results.jsonl"
 

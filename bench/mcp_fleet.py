@@ -96,10 +96,10 @@ def _round(instances: list[Served], postmaster: Path, steps: int) -> Round:
         worker.start()
     barrier.wait()
     logged = [len(instance.log()) for instance in instances]
-    before = _cpu([instance.pid for instance in instances]), _postgres_cpu(postmaster)
+    before = cpu_seconds([instance.pid for instance in instances]), postgres_cpu(postmaster)
     results = [out.get() for _ in workers]
-    servers = _cpu([instance.pid for instance in instances]) - before[0]
-    database = _postgres_cpu(postmaster) - before[1]
+    servers = cpu_seconds([instance.pid for instance in instances]) - before[0]
+    database = postgres_cpu(postmaster) - before[1]
     for worker in workers:
         worker.join()
     total = CLIENTS * steps
@@ -116,7 +116,7 @@ def _round(instances: list[Served], postmaster: Path, steps: int) -> Round:
     return Round(total / wall, servers * ms, database * ms, clients * ms, trip * 1000, inside)
 
 
-def _cpu(pids: list[int], children: bool = False) -> float:
+def cpu_seconds(pids: list[int], children: bool = False) -> float:
     """The CPU seconds (user and system) these processes have spent (`children`: with
     their ended children's)."""
     ticks = 0
@@ -126,7 +126,7 @@ def _cpu(pids: list[int], children: bool = False) -> float:
     return ticks / TICK
 
 
-def _postgres_cpu(postmaster: Path) -> float:
+def postgres_cpu(postmaster: Path) -> float:
     """The CPU seconds of the PostgreSQL server: its postmaster, the backends it reaped,
     and those alive (the instances' pools)."""
     pid = int(postmaster.read_text().split()[0])
@@ -137,8 +137,8 @@ def _postgres_cpu(postmaster: Path) -> float:
                 backends.append(int(stat.parent.name))
     alive = 0.0
     with contextlib.suppress(OSError):  # a backend that ended meanwhile: counted with its parent
-        alive = _cpu(backends)
-    return _cpu([pid], children=True) + alive
+        alive = cpu_seconds(backends)
+    return cpu_seconds([pid], children=True) + alive
 
 
 def _client(urls: list[str], steps: int, seed: int, barrier: Any, out: Any) -> None:

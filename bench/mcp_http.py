@@ -71,12 +71,14 @@ class Served(NamedTuple):
 
 
 @contextmanager
-def served(folder: Path, *options: str) -> Iterator[Served]:
-    """A `todoflow serve --http 127.0.0.1:0` process with `options`, its stderr in a file
-    of `folder` (no pipe to drain: no thread of this process reads it while it measures)."""
+def served(folder: Path, *options: str, workers: int = 1) -> Iterator[Served]:
+    """A `todoflow serve --http 127.0.0.1:0` program with `options` (one process unless
+    `workers` says more), its stderr in a file of `folder` (no pipe to drain: no thread of
+    this process reads it while it measures)."""
     stderr = folder / f"serve-{time.monotonic_ns()}.log"
+    address = ["--http", "127.0.0.1:0", "--workers", str(workers)]
     with stderr.open("wb") as out:
-        server = subprocess.Popen([*SERVE, *options, "--http", "127.0.0.1:0"], stderr=out)
+        server = subprocess.Popen([*SERVE, *options, *address], stderr=out)
     try:
         yield Served(_url(server, stderr), server.pid, stderr)
     finally:
@@ -132,12 +134,12 @@ async def walk(call: Call, steps: int) -> Callable[[], Awaitable[float]]:
     return confirm
 
 
-def _request(request_id: int, tool: str, arguments: dict[str, Any]) -> bytes:
+def rpc_request(request_id: int, tool: str, arguments: dict[str, Any]) -> bytes:
     params = {"name": tool, "arguments": arguments}
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}).encode()
 
 
-def _result(answer: bytes, request_id: int) -> dict[str, Any]:
+def rpc_result(answer: bytes, request_id: int) -> dict[str, Any]:
     message = json.loads(answer)
     assert message.get("id") == request_id and "result" in message, message
     result: dict[str, Any] = message["result"]
@@ -162,11 +164,11 @@ class RawHttp:
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         self.sent += 1
-        self.connection.request("POST", self.path, _request(self.sent, tool, arguments), HEADERS)
+        self.connection.request("POST", self.path, rpc_request(self.sent, tool, arguments), HEADERS)
         answer = self.connection.getresponse()
         body = answer.read()
         assert answer.status == 200, (answer.status, body)
-        return _result(body, self.sent)
+        return rpc_result(body, self.sent)
 
 
 class RawStdio:
@@ -201,9 +203,9 @@ class RawStdio:
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         self.sent += 1
         assert self.server.stdin is not None
-        self.server.stdin.write(_request(self.sent, tool, arguments) + b"\n")
+        self.server.stdin.write(rpc_request(self.sent, tool, arguments) + b"\n")
         self.server.stdin.flush()
-        return _result(self._line(), self.sent)
+        return rpc_result(self._line(), self.sent)
 
     def close(self) -> None:
         assert self.server.stdin is not None

@@ -74,11 +74,12 @@ def floor_client(url: str, pid: str) -> Client:
     return lambda n: None, run
 
 
-def engine_client(url: str, pid: str, folder: Path) -> Client:
-    """A client of the store: `n` confirmations through the engine; their time. The runs
-    they need (a checklist holds at most 100 tasks) are made by `prepare`, before the steps
-    are timed: a run's creation and its checklist's intake are not confirmations, and the
-    floor's process row is made before its steps too."""
+def engine_client(url: str | Path, pid: str, folder: Path) -> Client:
+    """A client of the store (a database, or a folder of run folders): `n` confirmations
+    through the engine; their time. The runs they need (a checklist holds at most 100
+    tasks) are made by `prepare`, before the steps are timed: a run's creation and its
+    checklist's intake are not confirmations, and the floor's process row is made before
+    its steps too."""
     definition = from_source(source(1, CHECKLIST), "bench.todoflow").or_raise()
     made = [0]
     ready: deque[tuple[Engine, str]] = deque()  # runs past their intake, not stepped yet
@@ -119,7 +120,7 @@ def engine_client(url: str, pid: str, folder: Path) -> Client:
     return prepare, run
 
 
-def _worker(kind: str, url: str, pid: str, folder: str, rounds: int, n: int, barrier: Any) -> None:
+def _worker(kind: str, url: Any, pid: str, folder: str, rounds: int, n: int, barrier: Any) -> None:
     """One client program: its own connection (or store), `rounds` times `n` steps, each
     round started with the others' once what its steps need is made."""
     prepare, client = floor_client(url, pid) if kind == "floor" else engine_client(url, pid, Path(folder))
@@ -130,15 +131,18 @@ def _worker(kind: str, url: str, pid: str, folder: str, rounds: int, n: int, bar
         barrier.wait()
 
 
-def concurrently(kind: str, url: str, folder: Path, rounds: int, n: int, tag: int) -> list[float]:
-    """Steps per second of `CLIENTS` client programs at once, each doing `n` steps a round."""
+def concurrently(
+    kind: str, url: str | Path, folder: Path, rounds: int, n: int, tag: int, clients: int = CLIENTS
+) -> list[float]:
+    """Steps per second of `clients` client programs at once, each doing `n` steps a round
+    (`url`: a database, or a folder of run folders)."""
     context = multiprocessing.get_context("spawn")  # fresh programs: no pool or connection inherited
-    barrier = context.Barrier(CLIENTS + 1, timeout=300)
+    barrier = context.Barrier(clients + 1, timeout=300)
     workers = [
         context.Process(
             target=_worker, args=(kind, url, f"{kind}-many-{tag}-{c}", str(folder), rounds, n, barrier)
         )
-        for c in range(CLIENTS)
+        for c in range(clients)
     ]
     for worker in workers:
         worker.start()
@@ -147,7 +151,7 @@ def concurrently(kind: str, url: str, folder: Path, rounds: int, n: int, tag: in
         barrier.wait()
         start = time.perf_counter()
         barrier.wait()
-        rates.append(CLIENTS * n / (time.perf_counter() - start))
+        rates.append(clients * n / (time.perf_counter() - start))
     for worker in workers:
         worker.join()
     return rates

@@ -18,12 +18,13 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from todoflow.compiler.sources import UnreadableError, display_name
-from todoflow.dsl.diagnostics import render_all
+from todoflow.dsl.diagnostics import TodoflowError, render_all
 from todoflow.runtime import RUN_DIR
 
 if TYPE_CHECKING:
@@ -271,6 +272,12 @@ def _serve_parser(commands: Any) -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--log-format", choices=["text", "json"], default="text", help="with --http: the access log's lines"
+    )
+    serve.add_argument(
+        "--workers",
+        type=_worker_count,
+        metavar="N",
+        help="with --http: worker processes answering on the address (default: one per core)",
     )
     return serve  # type: ignore[no-any-return]
 
@@ -900,9 +907,60 @@ def serve(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     http = _http_options(args)
     workflows = Workflows([Path(f) for f in args.folders])
-    service = TodoService(workflows, location, workspace, learnings, (args.llm, args.preset_llm))
-    serve_mcp(service, http)
-    return EXIT_OK
+
+    def serving(fd: int | None = None) -> None:
+        service = TodoService(workflows, location, workspace, learnings, (args.llm, args.preset_llm))
+        serve_mcp(service, http if fd is None else replace(http, fd=fd))
+
+    workers = _workers(args)
+    if workers == 1:
+        serving()
+        return EXIT_OK
+    return _supervised(http, workers, serving)
+
+
+def _worker_count(text: str) -> int:
+    from todoflow.runtime.serve import workers
+
+    try:
+        return workers.count(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _workers(args: argparse.Namespace) -> int:
+    """How many processes serve: one over stdio, else `--workers` (default one per core)."""
+    from todoflow.runtime.serve import workers
+
+    if args.http is None:
+        if args.workers is not None:
+            raise UnreadableError("--workers goes with --http: stdio is one pipe, served by one process")
+        return 1
+    return workers.default_count() if args.workers is None else int(args.workers)
+
+
+def _supervised(http: Any, count: int, serving: Callable[[int], None]) -> int:
+    """`serving` in `count` worker processes on one socket the parent listens on."""
+    from todoflow.runtime.serve import workers
+    from todoflow.runtime.serve.http import url
+
+    try:
+        listener = workers.listen(http.host, http.port)
+    except OSError as error:
+        where = f"{http.host}:{http.port}"
+        raise UnreadableError(f"cannot listen on {where}: {error.strerror or error}") from None
+
+    def work(fd: int) -> None:
+        try:
+            serving(fd)
+        except TodoflowError as error:
+            print(f"todoflow: error: {error.render()}", file=sys.stderr, flush=True)
+            raise workers.StartFailed from None
+
+    with listener:
+        host, port = listener.getsockname()[:2]  # each worker says the URL once it listens
+        print(f"todoflow serve: starting {count} workers on {url(host, port, http)}", file=sys.stderr)
+        return workers.Supervisor(count, listener, work).run()
 
 
 def _http_options(args: argparse.Namespace) -> Any:

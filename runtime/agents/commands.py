@@ -54,7 +54,7 @@ class Journal:
                 agent=working_agent(asked.state),
                 todo=asked.todo_id,
                 command=command,
-                runner=process_groups.RUNNER,
+                runner=process_groups.this_runner(),
                 group=group,
                 leader=leader,
             ),

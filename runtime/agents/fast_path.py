@@ -53,7 +53,7 @@ from ..entries import FastPathFailed, FastPathStarted, keep
 from ..orchestrator import learn_code
 from ..plan import RunStep
 from . import process_groups
-from .process_groups import RUNNER, kill, kill_left, leader, starting
+from .process_groups import kill, kill_left, leader, starting, this_runner
 
 SCRIPT = "main.py"
 TIMEOUT = 600.0  # seconds the script may run
@@ -146,7 +146,7 @@ def abandoned(engine: Engine, here: bool) -> bool:
     started = _started(engine)
     if started is None or started.runner is None:
         return True  # a run of a version that did not say who runs it: as before, interrupted
-    if started.runner == RUNNER:
+    if started.runner == this_runner():
         return not here
     running = process_groups.alive(engine.store, started.runner)
     if running is not None:
@@ -250,7 +250,7 @@ def _attempt(
                     by="driver",
                     step=step.id,
                     script_sha256=digest,
-                    runner=RUNNER,
+                    runner=this_runner(),
                     group=child.pid if isinstance(child, subprocess.Popen) else None,
                     leader=leader(child.pid) if isinstance(child, subprocess.Popen) else None,
                 ),

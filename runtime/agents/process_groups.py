@@ -2,7 +2,7 @@
 a `run_command` shell (`workspace_tools.py`) — and what is done about one its runner
 left behind when it was killed.
 
-Each group is journaled as it starts with its runner (`RUNNER`, `<host>:<pid>`), its id
+Each group is journaled as it starts with its runner (`this_runner()`, `<host>:<pid>`), its id
 and its leader's start (`leader`). A run resumed after that runner died kills what is
 left of the group (`kill_left`), on the runner's own machine only. A process id can be
 given to a new process once the old one is gone, so a group is killed only while it is
@@ -41,7 +41,11 @@ from pathlib import Path
 
 from ..store.base import Store
 
-RUNNER = f"{socket.gethostname()}:{os.getpid()}"  # this process, as a journaled start names its runner
+
+def this_runner() -> str:
+    """This process, as a journaled start names its runner. Asked at each start, never
+    kept: a worker forked by `serve --workers` is another process than its parent."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def here(runner: str | None) -> bool:
@@ -52,7 +56,7 @@ def here(runner: str | None) -> bool:
 def ended_here(store: Store, runner: str | None) -> bool:
     """Whether `runner` is another process of this machine that has ended. One that
     cannot be told, or is this process, has not."""
-    if runner is None or runner == RUNNER or not here(runner):
+    if runner is None or runner == this_runner() or not here(runner):
         return False
     return alive(store, runner) is False
 

@@ -7,7 +7,8 @@ one ASGI layer of our own (outermost first): the access log, `/healthz` and `/re
 `WWW-Authenticate`), a bound on requests in flight (503) and a deadline per request
 (504). The SDK refuses a body past `HttpOptions.max_body` with 413 before parsing it.
 uvicorn serves it; SIGTERM drains (no new requests, those in flight answered) and the
-process exits 0.
+process exits 0. Under `--workers` (`workers.py`) each worker serves the socket its
+supervisor listens on (`HttpOptions.fd`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import contextlib
 import hmac
 import ipaddress
 import json
+import os
+import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
@@ -56,6 +59,7 @@ class HttpOptions:
     deadline: float = 60.0  # seconds one request may take (a learn_code call waits at most 20)
     drain: int = 30  # seconds SIGTERM waits for requests in flight
     log_format: Literal["text", "json"] = "text"
+    fd: int | None = None  # a worker of `--workers`: the socket its supervisor listens on
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -261,6 +265,7 @@ class Gate:
             "processId": process,
             "status": seen.status,
             "ms": round(took * 1000, 1),
+            "pid": os.getpid(),  # which worker answered (`--workers`)
         }
         if self.options.log_format == "json":
             text = json.dumps(line, ensure_ascii=False)
@@ -293,10 +298,11 @@ async def serve_http(server: Any, service: TodoService, options: HttpOptions) ->
     class Draining(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
+            worker = "" if options.fd is None else f" (worker {os.getpid()})"
             for bound in self.servers[0].sockets if self.servers else ():
                 host, port = bound.getsockname()[:2]  # the port the system gave, for `:0`
-                url = f"http://{_shown(host)}:{port}{options.path}"
-                print(f"todoflow serve: MCP over HTTP at {url}", file=sys.stderr, flush=True)
+                served = url(host, port, options)
+                print(f"todoflow serve: MCP over HTTP at {served}{worker}", file=sys.stderr, flush=True)
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
@@ -304,7 +310,8 @@ async def serve_http(server: Any, service: TodoService, options: HttpOptions) ->
                 yield
                 self._captured_signals.clear()  # drained: a clean exit (0), not death by the signal
 
-    await Draining(server_config(http_app(server, service, options), options)).serve()
+    inherited = None if options.fd is None else [socket.socket(fileno=options.fd)]
+    await Draining(server_config(http_app(server, service, options), options)).serve(inherited)
 
 
 def server_config(app: App, options: HttpOptions) -> uvicorn.Config:
@@ -325,5 +332,7 @@ def server_config(app: App, options: HttpOptions) -> uvicorn.Config:
     )
 
 
-def _shown(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
+def url(host: str, port: int, options: HttpOptions) -> str:
+    """The endpoint's URL at `host`:`port`, as stderr says it."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}{options.path}"

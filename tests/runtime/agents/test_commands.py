@@ -33,7 +33,7 @@ def test_a_command_start_is_journaled_at_once_and_the_turn_answers_after_it(tmp_
     assert left_running(store.entries()) == []  # its call was journaled: it ended
     engine.close()
     assert (started.agent, started.todo, started.command) == ("orchestrator", "todo_1", "make KEY=[redacted]")
-    assert (started.runner, started.group) == (process_groups.RUNNER, os.getpid())
+    assert (started.runner, started.group) == (process_groups.this_runner(), os.getpid())
     assert started.leader == process_groups.leader(os.getpid())
     line = next(line for line in read_journal(tmp_path / "runs" / "p-1") if line["type"] == "command_started")
     assert entry_from_json(line) == started and to_json(started) == line

@@ -99,8 +99,28 @@ def test_a_runner_has_ended_here_when_it_was_a_process_of_this_machine_that_is_g
     dead = f"{host}:{int(ended.stdout)}"
     assert _ended(dead)
     assert not _ended(f"{host}:1")  # pid 1 lives
-    assert not _ended(process_groups.RUNNER)  # this process
+    assert not _ended(process_groups.this_runner())  # this process
     assert not _ended(f"elsewhere-{host}:{int(ended.stdout)}")  # not a process of this machine
     assert not _ended(None)
     assert not _ended(dead, lease=True)  # a shared store's lease says it lives
     assert _ended(f"{host}:1", lease=False)  # its lease has ended
+
+
+def test_a_forked_process_names_itself_as_the_runner_not_its_parent() -> None:
+    """`serve --workers` forks its workers after importing this module: each names itself."""
+    forked = (
+        "import os\n"
+        "from todoflow.runtime.agents import process_groups\n"
+        "parent = process_groups.this_runner()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    print(process_groups.this_runner(), os.getpid(), flush=True)\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "print(parent, os.getpid())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", forked], capture_output=True, text=True, check=True)
+    (child, child_pid), (parent, parent_pid) = (line.split() for line in done.stdout.splitlines())
+    host = socket.gethostname()
+    assert (child, parent) == (f"{host}:{child_pid}", f"{host}:{parent_pid}")
+    assert child_pid != parent_pid

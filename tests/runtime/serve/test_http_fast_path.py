@@ -39,7 +39,8 @@ def _instances(stack: ExitStack, folder: Path, pg_url: str) -> list[Server]:
     (folder / "flows").mkdir()
     shutil.copy(ROOT / "examples" / "fast-path.todoflow", folder / "flows")
     shutil.copytree(ROOT / "examples" / "learnings", folder / "learnings")
-    options = ("--store", pg_url, "--learnings", "learnings", "flows")
+    # one process an instance: it runs the script (the runner's pid), and a SIGKILL ends it
+    options = ("--store", pg_url, "--learnings", "learnings", "flows", "--workers", "1")
     return [stack.enter_context(http_server(folder, *options)) for _ in range(3)]
 
 

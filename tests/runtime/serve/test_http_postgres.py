@@ -132,7 +132,8 @@ class Caller:
 
 async def test_three_instances_eight_clients_one_killed_mid_load(tmp_path: Path, pg_url: str) -> None:
     with ExitStack() as stack:
-        servers = [stack.enter_context(http_server(tmp_path, "--store", pg_url)) for _ in range(3)]
+        one_process = ("--store", pg_url, "--workers", "1")  # its SIGKILL ends the instance outright
+        servers = [stack.enter_context(http_server(tmp_path, *one_process)) for _ in range(3)]
         urls, dead = [s.url for s in servers], set[str]()
         callers = [Caller(urls, dead, seed) for seed in range(8)]
         finished: dict[str, Caller] = {}

@@ -40,6 +40,7 @@ from . import resources
 from .http import HttpOptions, serve_http
 from .resources import INSTRUCTIONS
 from .service import ALIASES, LIMITS, OUT_OF_FILES, ServeError, TodoService, out_of_files
+from .turns import Turns
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -353,8 +354,10 @@ def build_server(service: TodoService) -> Any:
         def model_dump_one_level(self) -> dict[str, Any]:
             return {"arguments": _json_strings(dict(self.__pydantic_extra__ or {}))}
 
+    turns = Turns()
+
     def tool(name: str, description: str, schema: dict[str, Any], handler: Handler) -> Any:
-        def run(arguments: dict[str, Any]) -> dict[str, Any]:
+        def answer(arguments: dict[str, Any]) -> dict[str, Any]:
             try:
                 return handler(arguments)
             except TodoflowError as error:  # a refusal, a database out of reach: said, not a crash
@@ -363,6 +366,10 @@ def build_server(service: TodoService) -> Any:
                 if error.errno not in OUT_OF_FILES:
                     raise
                 raise ToolError(str(out_of_files(error, len(service.engines)))) from None
+
+        async def run(arguments: dict[str, Any]) -> dict[str, Any]:
+            # async, so the run's turn is taken on the event loop in arrival order
+            return await turns.run(arguments.get("processId"), lambda: answer(arguments))
 
         made = Tool.from_function(
             run,

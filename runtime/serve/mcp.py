@@ -36,7 +36,7 @@ from ..replies import (
     WorkReply,
     model_properties,
 )
-from . import resources
+from . import pipes, resources
 from .http import HttpOptions, serve_http
 from .resources import INSTRUCTIONS
 from .service import ALIASES, LIMITS, OUT_OF_FILES, ServeError, TodoService, out_of_files
@@ -476,7 +476,7 @@ def serve(service: TodoService, http: HttpOptions | None = None) -> None:
     server = build_server(service)
     try:
         if http is None:
-            anyio.run(_serve_stdio, server)
+            anyio.run(serve_stdio, server)
         else:
             anyio.run(serve_http, server, service, http)
     finally:
@@ -484,16 +484,17 @@ def serve(service: TodoService, http: HttpOptions | None = None) -> None:
         service.runs.close()
 
 
-async def _serve_stdio(server: Any) -> None:
+async def serve_stdio(server: Any) -> None:
     """The SDK's stdio transport, with one change: a line that is not a JSON-RPC message
     (invalid JSON, a lone surrogate, a message without its fields) gets the JSON-RPC error
     it calls for, instead of no answer at all (the SDK drops it, so the client waits
-    forever; docs/mcp.md, known issues)."""
+    forever; docs/mcp.md, known issues). stdin and stdout are the event loop's own
+    pipes where they can be (`pipes`)."""
     import anyio
     from mcp.server.stdio import stdio_server
     from mcp.shared.message import SessionMessage
 
-    async with stdio_server() as (read_stream, write_stream):
+    async with pipes.claimed() as wire, stdio_server(*wire or ()) as (read_stream, write_stream):
         forward, inbox = anyio.create_memory_object_stream[Any](0)
 
         async def answer_unreadable() -> None:

@@ -33,7 +33,10 @@ class Turns:
     async def turn(self, run: str) -> AsyncIterator[None]:
         import anyio  # the `mcp` extra's, as the SDK is
 
-        lock, users = self._runs.get(run) or (anyio.Lock(), 0)
+        lock, users = self._runs.get(run) or (
+            anyio.Lock(fast_acquire=True),
+            0,
+        )  # a free lock: taken without a turn of the loop
         self._runs[run] = (lock, users + 1)
         try:
             async with lock:

@@ -12,8 +12,7 @@ again, says what it did.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -22,41 +21,41 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+class _Run:
+    """A run's FIFO lock (anyio's `Lock` hands itself to its waiters in the order they
+    came) and how many calls of the run are in or waiting."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self, lock: anyio.Lock) -> None:
+        self.lock, self.users = lock, 0
+
+
 class Turns:
-    """A FIFO lock per run (anyio's `Lock` hands itself to its waiters in order), kept
-    only while a call of the run is in or waiting."""
+    """The runs with a call in or waiting, each with its lock."""
 
     def __init__(self) -> None:
-        self._runs: dict[str, tuple[anyio.Lock, int]] = {}
-
-    @asynccontextmanager
-    async def turn(self, run: str) -> AsyncIterator[None]:
-        import anyio  # the `mcp` extra's, as the SDK is
-
-        lock, users = self._runs.get(run) or (
-            anyio.Lock(fast_acquire=True),
-            0,
-        )  # a free lock: taken without a turn of the loop
-        self._runs[run] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._runs[run]
-            if users == 1:
-                del self._runs[run]
-            else:
-                self._runs[run] = (lock, users - 1)
+        self._runs: dict[str, _Run] = {}
 
     async def run(self, run: Any, work: Callable[[], T]) -> T:
         """`work()` on a worker thread, after the earlier calls of `run` (a process id as
         sent; anything but a string is no run's, for the tool to refuse)."""
+        import anyio  # the `mcp` extra's, as the SDK is
         import anyio.to_thread
 
         if not isinstance(run, str):
             return await anyio.to_thread.run_sync(work)
-        async with self.turn(run):
-            return await anyio.to_thread.run_sync(work)
+        found = self._runs.get(run)
+        if found is None:  # a free lock is taken without a turn of the loop
+            found = self._runs[run] = _Run(anyio.Lock(fast_acquire=True))
+        found.users += 1
+        try:
+            async with found.lock:
+                return await anyio.to_thread.run_sync(work)
+        finally:
+            found.users -= 1
+            if not found.users:
+                del self._runs[run]
 
     def __len__(self) -> int:
         """The runs with a call in or waiting."""

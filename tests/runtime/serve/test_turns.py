@@ -48,7 +48,7 @@ class Seen:
 async def waiting(turns: Turns, run: str, count: int, seen: Seen | None = None) -> None:
     """Until `count` calls of `run` wait for their turn (or, with `seen`, a second call's
     work has started: what the test then finds wrong)."""
-    while turns._runs[run][0].statistics().tasks_waiting < count:
+    while turns._runs[run].lock.statistics().tasks_waiting < count:
         if seen is not None and len(seen.order) > 1:
             return
         await anyio.lowlevel.checkpoint()

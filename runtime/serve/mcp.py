@@ -488,28 +488,63 @@ async def serve_stdio(server: Any) -> None:
     """The SDK's stdio transport, with one change: a line that is not a JSON-RPC message
     (invalid JSON, a lone surrogate, a message without its fields) gets the JSON-RPC error
     it calls for, instead of no answer at all (the SDK drops it, so the client waits
-    forever; docs/mcp.md, known issues). stdin and stdout are the event loop's own
-    pipes where they can be (`pipes`)."""
-    import anyio
+    forever; docs/mcp.md, known issues). Where stdin and stdout are pipes, the server
+    reads and answers them on the event loop itself (`pipes`)."""
     from mcp.server.stdio import stdio_server
     from mcp.shared.message import SessionMessage
 
-    async with pipes.claimed() as wire, stdio_server(*wire or ()) as (read_stream, write_stream):
-        forward, inbox = anyio.create_memory_object_stream[Any](0)
+    answers: list[Any] = []  # the stream a refusal is written on, once there is one
 
-        async def answer_unreadable() -> None:
-            async with forward:
-                async for item in read_stream:
-                    if isinstance(item, Exception):
-                        await write_stream.send(SessionMessage(_error_for(item)))
-                    else:
-                        await forward.send(item)
+    async def refuse(error: Exception) -> None:
+        await answers[0].send(SessionMessage(_error_for(error)))
 
-        lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs, over these streams
-        async with anyio.create_task_group() as group:
-            group.start_soon(answer_unreadable)
-            await lowlevel.run(inbox, write_stream, lowlevel.create_initialization_options())
-            group.cancel_scope.cancel()
+    lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs, over these streams
+    options = lowlevel.create_initialization_options()
+    async with pipes.claimed(refuse) as wire:
+        if wire is not None:
+            answers.append(wire[1])
+            await lowlevel.run(*wire, options)
+            return
+        async with stdio_server() as (read_stream, write_stream):
+            answers.append(write_stream)
+            await lowlevel.run(_Readable(read_stream, refuse), write_stream, options)
+
+
+class _Readable:
+    """The SDK's read stream without what it could not read: each such line goes to
+    `refuse` and the next message is read."""
+
+    def __init__(self, stream: Any, refuse: pipes.Refuse) -> None:
+        self._stream, self._refuse = stream, refuse
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._stream, "last_context", None)
+
+    async def receive(self) -> Any:
+        while isinstance(item := await self._stream.receive(), Exception):
+            await self._refuse(item)
+        return item
+
+    def __aiter__(self) -> _Readable:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _Readable:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
 
 
 def _error_for(error: Exception) -> Any:

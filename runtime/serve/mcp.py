@@ -36,10 +36,11 @@ from ..replies import (
     WorkReply,
     model_properties,
 )
-from . import resources
+from . import pipes, resources
 from .http import HttpOptions, serve_http
 from .resources import INSTRUCTIONS
 from .service import ALIASES, LIMITS, OUT_OF_FILES, ServeError, TodoService, out_of_files
+from .turns import Turns
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -353,8 +354,10 @@ def build_server(service: TodoService) -> Any:
         def model_dump_one_level(self) -> dict[str, Any]:
             return {"arguments": _json_strings(dict(self.__pydantic_extra__ or {}))}
 
+    turns = Turns()
+
     def tool(name: str, description: str, schema: dict[str, Any], handler: Handler) -> Any:
-        def run(arguments: dict[str, Any]) -> dict[str, Any]:
+        def answer(arguments: dict[str, Any]) -> dict[str, Any]:
             try:
                 return handler(arguments)
             except TodoflowError as error:  # a refusal, a database out of reach: said, not a crash
@@ -363,6 +366,10 @@ def build_server(service: TodoService) -> Any:
                 if error.errno not in OUT_OF_FILES:
                     raise
                 raise ToolError(str(out_of_files(error, len(service.engines)))) from None
+
+        async def run(arguments: dict[str, Any]) -> dict[str, Any]:
+            # async, so the run's turn is taken on the event loop in arrival order
+            return await turns.run(arguments.get("processId"), lambda: answer(arguments))
 
         made = Tool.from_function(
             run,
@@ -469,7 +476,7 @@ def serve(service: TodoService, http: HttpOptions | None = None) -> None:
     server = build_server(service)
     try:
         if http is None:
-            anyio.run(_serve_stdio, server)
+            anyio.run(serve_stdio, server)
         else:
             anyio.run(serve_http, server, service, http)
     finally:
@@ -477,31 +484,67 @@ def serve(service: TodoService, http: HttpOptions | None = None) -> None:
         service.runs.close()
 
 
-async def _serve_stdio(server: Any) -> None:
+async def serve_stdio(server: Any) -> None:
     """The SDK's stdio transport, with one change: a line that is not a JSON-RPC message
     (invalid JSON, a lone surrogate, a message without its fields) gets the JSON-RPC error
     it calls for, instead of no answer at all (the SDK drops it, so the client waits
-    forever; docs/mcp.md, known issues)."""
-    import anyio
+    forever; docs/mcp.md, known issues). Where stdin and stdout are pipes, the server
+    reads and answers them on the event loop itself (`pipes`)."""
     from mcp.server.stdio import stdio_server
     from mcp.shared.message import SessionMessage
 
-    async with stdio_server() as (read_stream, write_stream):
-        forward, inbox = anyio.create_memory_object_stream[Any](0)
+    answers: list[Any] = []  # the stream a refusal is written on, once there is one
 
-        async def answer_unreadable() -> None:
-            async with forward:
-                async for item in read_stream:
-                    if isinstance(item, Exception):
-                        await write_stream.send(SessionMessage(_error_for(item)))
-                    else:
-                        await forward.send(item)
+    async def refuse(error: Exception) -> None:
+        await answers[0].send(SessionMessage(_error_for(error)))
 
-        lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs, over these streams
-        async with anyio.create_task_group() as group:
-            group.start_soon(answer_unreadable)
-            await lowlevel.run(inbox, write_stream, lowlevel.create_initialization_options())
-            group.cancel_scope.cancel()
+    lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs, over these streams
+    options = lowlevel.create_initialization_options()
+    async with pipes.claimed(refuse) as wire:
+        if wire is not None:
+            answers.append(wire[1])
+            await lowlevel.run(*wire, options)
+            return
+        async with stdio_server() as (read_stream, write_stream):
+            answers.append(write_stream)
+            await lowlevel.run(_Readable(read_stream, refuse), write_stream, options)
+
+
+class _Readable:
+    """The SDK's read stream without what it could not read: each such line goes to
+    `refuse` and the next message is read."""
+
+    def __init__(self, stream: Any, refuse: pipes.Refuse) -> None:
+        self._stream, self._refuse = stream, refuse
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._stream, "last_context", None)
+
+    async def receive(self) -> Any:
+        while isinstance(item := await self._stream.receive(), Exception):
+            await self._refuse(item)
+        return item
+
+    def __aiter__(self) -> _Readable:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _Readable:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
 
 
 def _error_for(error: Exception) -> Any:

@@ -178,7 +178,7 @@ class Supervisor:
                     stream.flush()
             os._exit(code)  # never back into the parent's code: its caller is the CLI's
 
-    def _stop(self, signum: int, frame: object) -> None:
+    def _stop(self, _signum: int, _frame: object) -> None:
         """SIGTERM to every worker: each drains, then ends; none is started again."""
         self.stopping = True
         for pid in list(self.running):

@@ -510,7 +510,7 @@ async def serve_stdio(server: Any) -> None:
             await lowlevel.run(_Readable(read_stream, refuse), write_stream, options)
 
 
-class _Readable:
+class _Readable(pipes.Receiving):
     """The SDK's read stream without what it could not read: each such line goes to
     `refuse` and the next message is read."""
 
@@ -526,25 +526,8 @@ class _Readable:
             await self._refuse(item)
         return item
 
-    def __aiter__(self) -> _Readable:
-        return self
-
-    async def __anext__(self) -> Any:
-        import anyio
-
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
     async def aclose(self) -> None:
         await self._stream.aclose()
-
-    async def __aenter__(self) -> _Readable:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.aclose()
 
 
 def _error_for(error: Exception) -> Any:

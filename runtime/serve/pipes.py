@@ -22,10 +22,43 @@ import stat
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import IO, Any
+from typing import IO, Any, Self
 
 CHUNK = 1 << 16
 Refuse = Callable[[Exception], Awaitable[None]]  # answers a line that is not a message
+
+
+class Closing:
+    """A stream that is its own async context, as the SDK enters the streams it is given:
+    leaving it is `aclose`."""
+
+    async def aclose(self) -> None:
+        return None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+
+class Receiving(Closing):
+    """A stream read with `receive` (anyio's `EndOfStream` at its end), iterated as the
+    SDK's server iterates its read stream."""
+
+    async def receive(self) -> Any:
+        raise NotImplementedError
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
 
 
 def _is_pipe(fd: int) -> bool:
@@ -36,7 +69,7 @@ def _is_pipe(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-class Inbox:
+class Inbox(Receiving):
     """The messages read from stdin, as the SDK's stdio transport reads them (each line
     UTF-8, what is not replaced, validated as a JSON-RPC message), handed to the server as
     it asks for them: no task and no stream in between. A line that is not a message goes
@@ -77,28 +110,8 @@ class Inbox:
             return SessionMessage(message)
         raise anyio.EndOfStream
 
-    def __aiter__(self) -> Inbox:
-        return self
 
-    async def __anext__(self) -> Any:
-        import anyio
-
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        return None
-
-    async def __aenter__(self) -> Inbox:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        return None
-
-
-class Outbox:
+class Outbox(Closing):
     """stdout: each message written as one line, at once; `send` returns when the pipe
     has room again (a client reading slower than the server answers)."""
 
@@ -109,15 +122,6 @@ class Outbox:
         line = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
         self._writer.write(line.encode("utf-8"))
         await self._writer.drain()
-
-    async def aclose(self) -> None:
-        return None
-
-    async def __aenter__(self) -> Outbox:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        return None
 
 
 @asynccontextmanager

@@ -26,7 +26,7 @@ import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from bench.mcp_http import children, thread_cpu
-from bench.mcp_step import Call
+from bench.mcp_step import Call, past_intake
 from bench.measure import Figure, report, sync_latency
 from bench.scratch import scratch
 
@@ -44,18 +44,7 @@ class Run:
         self.directive: dict[str, Any] = {}
 
     async def begin(self) -> None:
-        ready = [{"action": f"Task {i}", "expected_result": f"Task {i} checked"} for i in range(TASKS)]
-        prepared = await self.call(
-            "start", action="prepare", workflowId="todo-list", parentExecutionId="bench", tasks=ready
-        )
-        directive = await self.call("start", action="execute", startAttemptId=prepared["startAttemptId"])
-        self.directive = await self.call(
-            "step",
-            processId=directive["processId"],
-            attemptId=directive["attemptId"],
-            tasks=ready,
-            progress_checklist_outcome="ready",
-        )
+        self.directive = await past_intake(self.call, TASKS)
 
     async def confirm(self, steps: int) -> None:
         for i in range(steps):

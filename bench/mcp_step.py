@@ -30,6 +30,23 @@ ROUNDS = 5
 Call = Callable[..., Awaitable[dict[str, Any]]]
 
 
+async def past_intake(call: Call, tasks: int) -> dict[str, Any]:
+    """A todo-list run started through `call` with a ready checklist of `tasks` tasks,
+    taken in: the directive of its first confirmation."""
+    ready = [{"action": f"Task {i}", "expected_result": f"Task {i} checked"} for i in range(tasks)]
+    prepared = await call(
+        "start", action="prepare", workflowId="todo-list", parentExecutionId="bench", tasks=ready
+    )
+    directive = await call("start", action="execute", startAttemptId=prepared["startAttemptId"])
+    return await call(
+        "step",
+        processId=directive["processId"],
+        attemptId=directive["attemptId"],
+        tasks=ready,
+        progress_checklist_outcome="ready",
+    )
+
+
 class Served:
     """One server and the run it steps: a `step` and a no-op, each timed."""
 
@@ -40,18 +57,7 @@ class Served:
         self.directive: dict[str, Any] = {}
 
     async def begin(self) -> None:
-        ready = [{"action": f"Task {i}", "expected_result": f"Task {i} checked"} for i in range(TASKS)]
-        prepared = await self.call(
-            "start", action="prepare", workflowId="todo-list", parentExecutionId="bench", tasks=ready
-        )
-        directive = await self.call("start", action="execute", startAttemptId=prepared["startAttemptId"])
-        self.directive = await self.call(
-            "step",
-            processId=directive["processId"],
-            attemptId=directive["attemptId"],
-            tasks=ready,
-            progress_checklist_outcome="ready",
-        )
+        self.directive = await past_intake(self.call, TASKS)
 
     async def one(self, i: int) -> None:
         start = time.perf_counter()

@@ -908,11 +908,13 @@ def serve(args: argparse.Namespace) -> int:
     http = _http_options(args)
     workflows = Workflows([Path(f) for f in args.folders])
 
+    workers = _workers(args)
+
     def serving(fd: int | None = None) -> None:
-        service = TodoService(workflows, location, workspace, learnings, (args.llm, args.preset_llm))
+        models = (args.llm, args.preset_llm)
+        service = TodoService(workflows, location, workspace, learnings, models, peers=workers > 1)
         serve_mcp(service, http if fd is None else replace(http, fd=fd))
 
-    workers = _workers(args)
     if workers == 1:
         serving()
         return EXIT_OK

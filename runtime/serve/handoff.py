@@ -116,16 +116,27 @@ class Handoff:
 class Handoffs:
     """The fast paths a server runs, one per process id at most."""
 
-    def __init__(self) -> None:
+    def __init__(self, peers: bool = False) -> None:
+        """`peers`: other instances of this server (its worker processes) serve the same
+        runs, so a run's next call may reach another even when its store is a run folder."""
         self._running: dict[str, Handoff] = {}
         self._lock = threading.Lock()
+        self._peers = peers
+
+    def elsewhere_too(self, engine: Engine) -> bool:
+        """Whether another program may answer this run's delegations: a shared store's
+        other instances, or this server's peers over a run folder. Such a fast path's
+        script watches the store for answers, and a call that finds it running in another
+        of them waits for it (`elsewhere`)."""
+        return engine.store.shared or self._peers
 
     def get(self, process_id: str) -> Handoff | None:
-        """The run's fast path on this server; over a shared store only while it runs (its
-        end is in the store, where whichever instance the next call reaches reads it)."""
+        """The run's fast path on this server; where another program may answer it, only
+        while it runs (its end is in the store, where whichever instance the next call
+        reaches reads it)."""
         with self._lock:
             handoff = self._running.get(process_id)
-            if handoff is not None and handoff.ended and handoff.engine.store.shared:
+            if handoff is not None and handoff.ended and self.elsewhere_too(handoff.engine):
                 del self._running[process_id]
                 return None
             return handoff
@@ -134,7 +145,7 @@ class Handoffs:
         self, engine: Engine, step: RunStep, pin: AbstractContextManager[object], runs: Runs
     ) -> Handoff:
         with self._lock:
-            watched = runs if engine.store.shared else None
+            watched = runs if self.elsewhere_too(engine) else None
             handoff = self._running[engine.process_id] = Handoff(engine, step, pin, watched)
             return handoff
 
@@ -151,7 +162,7 @@ class Handoffs:
 
 
 def elsewhere(engine: Engine, runs: Runs, seconds: float | None = None) -> Directive:
-    """A fast path another instance runs, over a shared store: the directive once its
+    """A fast path another instance runs (`Handoffs.elsewhere_too`): the directive once its
     script has a delegation out, its attempt has ended or its runner's lease is gone, or
     after `seconds` (default `WAIT`) as it then stands."""
     changed = threading.Condition()

@@ -272,9 +272,11 @@ class TodoService:
         workspace: Path,
         learnings: Path | None = None,
         models: tuple[str | None, str | None] = (None, None),
+        peers: bool = False,
     ) -> None:
         """`models`: the server's `--llm` and `--preset-llm` (None: the environment's, then
-        each workflow's configuration file)."""
+        each workflow's configuration file); `peers`: other processes serve the same runs
+        (`serve --workers`)."""
         self.models = models
         choices_from(models[1], models[0])  # a malformed model refused at start-up, not at a start
         self.workflows, self.runs = workflows, runs_at(where)
@@ -282,7 +284,7 @@ class TodoService:
         self.learnings = learnings
         self.engines = _Engines(self.runs)
         self.starts = self.runs.starts()
-        self.handoffs = Handoffs()  # learn_code fast paths this server runs
+        self.handoffs = Handoffs(peers)  # learn_code fast paths this server runs
 
     # -- start ---------------------------------------------------------------------------
 
@@ -509,10 +511,11 @@ class TodoService:
     def _elsewhere(
         self, engine: Engine, running: fast_path.FastPathRunning, wait: float | None
     ) -> dict[str, Any]:
-        """The step's fast path runs in another program. Over a shared store that is
-        another instance serving this run: the call waits for its script as for one of
-        this server's (`elsewhere`), and goes on once the attempt has ended."""
-        if not engine.store.shared or wait == 0:
+        """The step's fast path runs in another program. Over a shared store, or with
+        several worker processes, that is another instance serving this run: the call
+        waits for its script as for one of this server's (`elsewhere`), and goes on once
+        the attempt has ended."""
+        if not self.handoffs.elsewhere_too(engine) or wait == 0:
             return self._directive(engine.directive()) | {"fastPath": "running", "note": str(running)}
         directive = elsewhere(engine, self.runs, wait)
         step = directive.step.id if directive.step else ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import anyio
 import httpx2
 import pytest
 
-from ...conftest import run_cli, wait_until
+from ...conftest import ROOT, run_cli, wait_until
 from .test_http import http_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -30,14 +31,20 @@ def anyio_backend() -> str:
 
 async def _call(url: str, tool: str, **arguments: Any) -> tuple[bool, dict[str, Any]]:
     """One `tools/call` on a new connection: whether it was refused, and what it answered."""
+    async with httpx2.AsyncClient(timeout=60) as http:
+        return await _post(http, url, tool, **arguments)
+
+
+async def _post(
+    http: httpx2.AsyncClient, url: str, tool: str, **arguments: Any
+) -> tuple[bool, dict[str, Any]]:
     request = {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "tools/call",
         "params": {"name": tool, "arguments": arguments},
     }
-    async with httpx2.AsyncClient(timeout=60) as http:
-        reply = await http.post(url, json=request, headers={"accept": "application/json, text/event-stream"})
+    reply = await http.post(url, json=request, headers={"accept": "application/json, text/event-stream"})
     result = reply.json()["result"]
     return result.get("isError", False), result.get("structuredContent") or {}
 
@@ -93,6 +100,64 @@ async def test_two_workers_answer_on_one_address_and_step_one_run_exactly_once(t
     journal = run_cli("log", process_id, "--run-dir", "runs", "--journal", cwd=tmp_path)
     kinds = [json.loads(line)["type"] for line in journal.stdout.splitlines()]
     assert kinds.count("confirm") == len(TASKS), journal.stdout
+
+
+async def _on_worker_but(server: Any, pid: str, tool: str, **arguments: Any) -> tuple[bool, dict[str, Any]]:
+    """A call answered by a worker other than `pid`: a connection is tried with a `status`
+    call until the access log says another worker took it, then the call goes on it."""
+    for _ in range(200):
+        async with httpx2.AsyncClient(timeout=60) as http:
+            seen = len(server.lines)
+            await _post(http, server.url, "status")
+            if _logged(server, seen, "tools/call status") != pid:
+                return await _post(http, server.url, tool, **arguments)
+    raise AssertionError(f"no connection reached a worker other than {pid}")
+
+
+def _logged(server: Any, seen: int, call: str) -> str:
+    """The pid of the worker that logged `call` after line `seen` (the log line follows
+    the answer: it is waited for). Calls here are one at a time."""
+    wait_until(lambda: any(call in line for line in server.lines[seen:]), f"the access log of {call}")
+    return next(line for line in server.lines[seen:] if call in line).split()[-1]
+
+
+async def test_a_fast_path_run_by_one_worker_is_answered_through_the_other(tmp_path: Path) -> None:
+    """learn_code over a run folder with two workers: the script runs on the worker that
+    started the step; every answer reaches the other, which waits for the script's next
+    delegation (the script's worker watches the run folder for the answer)."""
+    (tmp_path / "flows").mkdir()
+    shutil.copy(ROOT / "examples" / "fast-path.todoflow", tmp_path / "flows")
+    shutil.copytree(ROOT / "examples" / "learnings", tmp_path / "learnings")
+    options = ("--run-dir", "runs", "--learnings", "learnings", "flows", "--workers", "2")
+    with http_server(tmp_path, *options) as server:
+        _, prepared = await _call(server.url, "start", action="prepare", workflowId="convert")
+        _logged(server, 0, "tools/call start")  # before the next call's lines are counted
+        seen = len(server.lines)
+        _, directive = await _call(
+            server.url, "start", action="execute", startAttemptId=prepared["startAttemptId"]
+        )
+        script = _logged(server, seen, "tools/call start")  # the worker whose script runs
+        (tmp_path / "csv").mkdir()
+        for done, name in enumerate("abc"):
+            assert directive["node"] == "delegated" and directive["fastPath"] == "running", directive
+            assert f"exports/{name}.json" in directive["delegation"]["instructions_to_sub_agent"]
+            (tmp_path / "csv" / f"{name}.csv").write_text(f"id,name\n{done + 1},{name}\n")
+            (tmp_path / "converted.log").write_text("".join(f"{n}\n" for n in "abc"[: done + 1]))
+            reply = {
+                "evidence": f"csv/{name}.csv has 1 row",
+                "progress_execution_outcome": f"{name} converted",
+            }
+            at = {"processId": directive["processId"], "attemptId": directive["attemptId"]}
+            seen = len(server.lines)
+            refused, directive = await _on_worker_but(server, script, "step", **at, **reply)
+            assert not refused, directive
+            assert _logged(server, seen, "tools/call step") != script
+        assert directive["completed"] is True and "fastPath" not in directive, directive
+    journal = run_cli("log", directive["processId"], "--run-dir", "runs", "--journal", cwd=tmp_path)
+    entries = [json.loads(line) for line in journal.stdout.splitlines()]
+    assert [e.get("by") for e in entries if e["type"] == "delegate"] == ["script"] * 3
+    assert not [e for e in entries if e["type"] == "fast_path_failed"], journal.stdout
+    assert next(e for e in entries if e["type"] == "fast_path_started")["runner"].endswith(f":{script}")
 
 
 async def test_a_killed_worker_is_started_again_and_sigterm_stops_them_all(tmp_path: Path) -> None:

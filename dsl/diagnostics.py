@@ -155,7 +155,9 @@ def _visible(line: str, start: int, end: int) -> tuple[str, int, int]:
     suffix = "..." if left + _MAX_WIDTH < len(line) else ""
     caret_start = len(prefix) + _width(part[: max(0, start - 1 - left)])
     caret_end = len(prefix) + _width(part[: max(0, max(start, end) - 1 - left)])
-    shown = "".join(c if c.isprintable() else "\ufffd" for c in part.replace("\t", _TAB))
+    shown = part.replace("\t", _TAB)
+    if not shown.isprintable():  # rare: checked for the whole part at once first
+        shown = "".join(c if c.isprintable() else "\ufffd" for c in shown)
     return prefix + shown + suffix, caret_start, caret_end
 
 

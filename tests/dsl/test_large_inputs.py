@@ -5,7 +5,8 @@ long line is rendered in time linear in its size."""
 from __future__ import annotations
 
 from todoflow.compiler.analysis import analyze
-from todoflow.dsl.diagnostics import ECHOED, TodoflowError, clipped, render_all
+from todoflow.dsl.diagnostics import ECHOED, TodoflowError, clipped, excerpt, render_all
+from todoflow.dsl.spans import Span
 
 from ..conftest import run_cli
 
@@ -49,3 +50,11 @@ def test_a_long_needs_line_with_a_diagnostic_per_path_is_split_once() -> None:
     source = _CountedSplits(text)
     render_all(analysis.diagnostics, {"needs.todoflow": source})
     assert _CountedSplits.splits == 1
+
+
+def test_an_excerpt_shows_control_characters_as_replacements_and_tabs_as_spaces() -> None:
+    source = 'a\n\tnext "bell\x07 esc\x1b" here\n'
+    shown = excerpt(source, Span("odd.todoflow", 2, 2, 2, 6))
+    assert shown[1] == '2 |     next "bell\ufffd esc\ufffd" here'
+    assert shown[2] == "  |     ^^^^"  # under `next`, the tab's width counted
+    assert excerpt("plain line\n", Span("p.todoflow", 1, 1, 1, 6))[1] == "1 | plain line"

@@ -15,10 +15,8 @@ from __future__ import annotations
 import contextlib
 import os
 import statistics
-import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,7 @@ import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from bench.mcp_http import children, thread_cpu
-from bench.mcp_step import Call, past_intake
+from bench.mcp_step import Call, base_tree, past_intake
 from bench.measure import Figure, report, sync_latency
 from bench.scratch import scratch
 
@@ -125,20 +123,6 @@ class Server:
         for run in [*server.many, server.single]:
             await run.begin()
         return server
-
-
-def base_tree(commit: str, folder: Path) -> Path:
-    """`commit`'s tree, importable as `todoflow` from its root: its sub-packages' folders
-    linked in as its pyproject.toml maps them (the editable install maps this one's)."""
-    tree = (folder / f"base-{commit}").resolve()
-    tree.mkdir()
-    archive = subprocess.run(["git", "archive", commit], capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    mapped = tomllib.loads((tree / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
-    for package, where in mapped.items():
-        if package != "todoflow":
-            (tree / package.replace(".", "/")).symlink_to(tree / where, target_is_directory=True)
-    return tree
 
 
 async def rounds(count: int = ROUNDS, base: str | None = None) -> list[Figure]:

@@ -4,17 +4,22 @@ real server over stdio, against a no-op tool call on the same server, in one run
 Two servers run side by side, calls interleaved: one keeps its runs on the disk (the
 figure a user sees, its `fdatasync` included: the sync latency is printed beside it) and
 one in a tmpfs, where a sync costs next to nothing, so what a step adds to a call there
-is todoflow's CPU on the server.
+is todoflow's CPU on the server. With a base commit, two more servers, that commit's (its
+tree extracted into the scratch folder and served from there), one on the disk and one
+in a tmpfs, their calls interleaved with the others': a before and after in one spell.
 
-    .venv/bin/python -m bench.mcp_step
+    .venv/bin/python -m bench.mcp_step [BASE]
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import statistics
+import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -79,8 +84,14 @@ class Served:
         self.steps, self.noops = [], []
 
 
-async def _serve(stack: contextlib.AsyncExitStack, runs: Path) -> Call:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "bench.mcp_server", str(runs)])
+async def serve(stack: contextlib.AsyncExitStack, runs: Path, tree: Path | None = None) -> Call:
+    """A call to a stdio server of this commit's (or of `tree`'s) keeping its runs in `runs`."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "bench.mcp_server", str(runs)],
+        cwd=str(tree or Path.cwd()),
+        env={**os.environ, "PYTHONPATH": str(tree)} if tree else None,
+    )
     read, write = await stack.enter_async_context(stdio_client(params))
     session = await stack.enter_async_context(ClientSession(read, write))
     await session.initialize()
@@ -94,19 +105,45 @@ async def _serve(stack: contextlib.AsyncExitStack, runs: Path) -> Call:
     return call
 
 
-async def rounds() -> list[Figure]:
+def base_tree(commit: str, folder: Path) -> Path:
+    """`commit`'s tree, importable as `todoflow` from its root: its sub-packages' folders
+    linked in as its pyproject.toml maps them (the editable install maps this one's)."""
+    tree = (folder / f"base-{commit}").resolve()
+    tree.mkdir()
+    archive = subprocess.run(["git", "archive", commit], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    mapped = tomllib.loads((tree / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    for package, where in mapped.items():
+        if package != "todoflow":
+            (tree / package.replace(".", "/")).symlink_to(tree / where, target_is_directory=True)
+    return tree
+
+
+async def _servers(
+    stack: contextlib.AsyncExitStack, on_disk: Path, in_memory: Path | None, tree: Path | None
+) -> list[Served]:
+    """A server on the disk and one in a tmpfs (where there is one), of this commit or of `tree`'s."""
     noop = "no-op tool call, same server"
-    disk = Figure("`step` round trip (a durable confirmation)", noop, target="<= 1.3", unit="ms")
-    tmpfs = Figure("the same, runs in a tmpfs (todoflow's CPU)", noop, target="<= 1.3", unit="ms")
+    of = "" if tree is None else f", {tree.name.removeprefix('base-')}'s server"
+    disk = Figure(f"`step` round trip (a durable confirmation){of}", noop, target="<= 1.3", unit="ms")
+    tmpfs = Figure(f"the same, runs in a tmpfs (todoflow's CPU){of}", noop, target="<= 1.3", unit="ms")
+    name = "ours" if tree is None else "base"
+    (on_disk / name).mkdir()
+    served = [Served(await serve(stack, on_disk / name, tree), disk, on_disk, durable=True)]
+    if in_memory is not None:
+        (in_memory / name).mkdir()
+        served.append(Served(await serve(stack, in_memory / name, tree), tmpfs, in_memory, durable=False))
+    return served
+
+
+async def rounds(base: str | None = None) -> list[Figure]:
     with scratch() as on_disk, memory() as in_memory:
+        if in_memory is None:
+            print("no file system in memory (tmpfs; set TODOFLOW_BENCH_TMPFS): the tmpfs figure is left out")
         async with contextlib.AsyncExitStack() as stack:
-            served = [Served(await _serve(stack, on_disk), disk, on_disk, durable=True)]
-            if in_memory is None:
-                print(
-                    "no file system in memory (tmpfs; set TODOFLOW_BENCH_TMPFS): the tmpfs figure is left out"
-                )
-            else:
-                served.append(Served(await _serve(stack, in_memory), tmpfs, in_memory, durable=False))
+            served = await _servers(stack, on_disk, in_memory, None)
+            if base is not None:
+                served += await _servers(stack, on_disk, in_memory, base_tree(base, on_disk))
             for server in served:
                 await server.begin()
             per_round = TASKS // ROUNDS
@@ -122,9 +159,9 @@ async def rounds() -> list[Figure]:
     return figures
 
 
-def main() -> list[Figure]:
-    return anyio.run(rounds)
+def main(base: str | None = None) -> list[Figure]:
+    return anyio.run(rounds, base)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1] if len(sys.argv) > 1 else None)

@@ -15,6 +15,7 @@ traceback.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import lru_cache
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -434,18 +435,14 @@ def _bounded(text: str, step: RunStep) -> str:
 
 def render(template: Template, kind: str, step: RunStep, context: dict[str, Any]) -> str:
     from jinja2 import TemplateError
+    from jinja2.debug import rewrite_traceback_stack
 
     try:
-        parts, size = [], 0
-        for part in _compiled(template.text).generate(**context):  # stopped before it grows too big
-            size += len(part)
-            if size > MAX_PROMPT:
-                raise PromptError(
-                    f"the `{kind}` prompt of step `{step.id}` ({template.name}) renders more than "
-                    f"{MAX_PROMPT:,} characters"
-                )
-            parts.append(part)
-        return "".join(parts)
+        compiled = _compiled(template.text)
+        try:  # the template's own parts, without `generate`'s generator around each one
+            return _joined(compiled.root_render_func(compiled.new_context(context)), kind, step, template)
+        except Exception:
+            raise rewrite_traceback_stack() from None  # with the template's lines, as `generate` raises it
     except PromptError:
         raise
     except Exception as error:  # a template's own failure (ZeroDivisionError too): never a traceback
@@ -453,6 +450,20 @@ def render(template: Template, kind: str, step: RunStep, context: dict[str, Any]
         where = f"{template.name}, line {line}" if line else template.name
         problem = error if isinstance(error, TemplateError) else f"{type(error).__name__}: {error}"
         raise PromptError(f"the `{kind}` prompt of step `{step.id}` ({where}) failed: {problem}") from None
+
+
+def _joined(parts: Iterator[str], kind: str, step: RunStep, template: Template) -> str:
+    """The rendered `parts`, stopped before they grow past `MAX_PROMPT`."""
+    taken, size = [], 0
+    for part in parts:
+        size += len(part)
+        if size > MAX_PROMPT:
+            raise PromptError(
+                f"the `{kind}` prompt of step `{step.id}` ({template.name}) renders more than "
+                f"{MAX_PROMPT:,} characters"
+            )
+        taken.append(part)
+    return "".join(taken)
 
 
 @lru_cache(maxsize=256)  # bounded: a server renders the templates of many runs

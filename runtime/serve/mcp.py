@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
+from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -378,7 +379,7 @@ def build_server(service: TodoService) -> Any:
             description=description,
             annotations=ToolAnnotations(title=TITLES[name], read_only_hint=name in READ_ONLY),
         )
-        made.fn_metadata.arg_model = Arguments
+        made.fn_metadata = _answering()(arg_model=Arguments, output_schema=made.fn_metadata.output_schema)
         made.parameters = schema
         return made
 
@@ -390,6 +391,24 @@ def build_server(service: TodoService) -> Any:
     add_resources(server, service)
     add_prompts(server, service)
     return server
+
+
+@cache
+def _answering() -> type[Any]:
+    """The SDK's `FuncMetadata`, answering as the SDK would (the same structured content, and
+    its JSON as the text block, for clients that read only text) minus its work that changes
+    nothing here: validating and copying a dict as a dict, and indenting its text (a
+    directive of ~3.7 kB, twice on the wire)."""
+    import pydantic_core
+    from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+    from mcp_types import CallToolResult, TextContent
+
+    class Answering(FuncMetadata):
+        def convert_result(self, result: Any) -> Any:
+            text = pydantic_core.to_json(result, fallback=str).decode()
+            return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=result)
+
+    return Answering
 
 
 def _said(read: Callable[[], str]) -> str:

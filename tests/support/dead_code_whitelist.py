@@ -12,9 +12,9 @@ _.assigned_agent, _.in_progress, _.objective  # compiler/formats.py: fields of t
 _.teleportTo, _.next_action, _.completion_reason  # runtime/replies.py: reply fields, discriminators
 _.eligible  # compiler/formats.py: a field of `todoflow plan`'s JSON (DryRunLearnCode)
 _.retired_at  # runtime/learnings.py: a learning record's field, written to its JSON
-# mcp SDK: the argument model and the tool's published schema it reads
+# mcp SDK: the argument model, the answer and the tool's published schema it reads
 _.model_dump_one_level
-_.arg_model
+_.convert_result  # runtime/serve/mcp.py: the answer of a tool (FuncMetadata)
 _.parameters
 # tests/support/mcp_tickets.py: the tools its MCP server registers (`@server.tool()`)
 _.open_ticket, _.get_ticket, _.echo_env, _.echo_header

@@ -119,6 +119,26 @@ async def test_tools_and_their_schemas(tmp_path: Path) -> None:
         assert "processId" not in card or isinstance(card["processId"], str)
 
 
+async def test_an_answer_is_its_structured_content_and_that_as_compact_json_text(tmp_path: Path) -> None:
+    async with serve(tmp_path) as session:
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        assert tools["step"].output_schema is not None and tools["step"].output_schema["type"] == "object"
+        directive = await begin(session, workflowId="todo-list", tasks=READY[2:])
+        result = await session.call_tool(
+            "step",
+            {
+                "processId": directive["processId"],
+                "attemptId": directive["attemptId"],
+                "tasks": READY[2:],
+                "progress_checklist_outcome": "ready",
+            },
+        )
+        text = result.content[0].text  # type: ignore[union-attr]
+        # for clients that read only the text: the same JSON, on one line (not indented)
+        assert json.loads(text) == result.structured_content and "\n" not in text
+        assert result.structured_content is not None and result.structured_content["node"] == "work"
+
+
 async def test_the_server_says_its_version_and_one_spelling_of_the_process_id(tmp_path: Path) -> None:
     from importlib.metadata import version
 

@@ -133,10 +133,17 @@ class Handoffs:
     def get(self, process_id: str) -> Handoff | None:
         """The run's fast path on this server; where another program may answer it, only
         while it runs (its end is in the store, where whichever instance the next call
-        reaches reads it)."""
+        reaches reads it) or, with `fast_path_only`, until its failure was the error of a
+        call here."""
         with self._lock:
             handoff = self._running.get(process_id)
-            if handoff is not None and handoff.ended and self.elsewhere_too(handoff.engine):
+            # kept while its failure is to be said: no call was waiting when it failed
+            if (
+                handoff is not None
+                and handoff.ended
+                and handoff.error is None
+                and self.elsewhere_too(handoff.engine)
+            ):
                 del self._running[process_id]
                 return None
             return handoff
@@ -144,10 +151,11 @@ class Handoffs:
     def begin(
         self, engine: Engine, step: RunStep, pin: AbstractContextManager[object], runs: Runs
     ) -> Handoff:
+        watched = runs if self.elsewhere_too(engine) else None
+        handoff = Handoff(engine, step, pin, watched)  # not under the lock: its watch opens first
         with self._lock:
-            watched = runs if self.elsewhere_too(engine) else None
-            handoff = self._running[engine.process_id] = Handoff(engine, step, pin, watched)
-            return handoff
+            self._running[engine.process_id] = handoff
+        return handoff
 
     def end(self, handoff: Handoff) -> None:
         with self._lock:
@@ -165,6 +173,8 @@ def elsewhere(engine: Engine, runs: Runs, seconds: float | None = None) -> Direc
     """A fast path another instance runs (`Handoffs.elsewhere_too`): the directive once its
     script has a delegation out, its attempt has ended or its runner's lease is gone, or
     after `seconds` (default `WAIT`) as it then stands."""
+    if _settled(engine):
+        return engine.directive()
     changed = threading.Condition()
     with _Watch(runs, engine.process_id, changed), changed:
         changed.wait_for(lambda: _settled(engine), timeout=WAIT if seconds is None else seconds)

@@ -946,9 +946,9 @@ class FolderRuns:
         return f"pid {holders[0]} on {socket.gethostname()}" if holders else "another program"
 
     def changes(self, process_id: str, seq: int) -> Iterator[None]:
-        while True:  # a run folder tells nobody: look at it now and then
-            time.sleep(FOLLOW_POLL)
+        while True:  # a run folder tells nobody: look at it now, then now and then
             yield
+            time.sleep(FOLLOW_POLL)
 
     def export(self, process_id: str) -> RunRecord:
         folder = self.folder(process_id)

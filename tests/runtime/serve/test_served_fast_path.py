@@ -23,7 +23,7 @@ MAIN = ROOT / "examples" / "learnings" / "convert-all" / "main.py"
 EXPORTS = "abc"
 
 
-def _service(tmp_path: Path, script: str | None) -> TodoService:
+def _service(tmp_path: Path, script: str | None, peers: bool = False) -> TodoService:
     flows, learnings, workspace = tmp_path / "flows", tmp_path / "learnings", tmp_path / "workspace"
     for folder in (flows, workspace):
         folder.mkdir(exist_ok=True)
@@ -31,7 +31,7 @@ def _service(tmp_path: Path, script: str | None) -> TodoService:
     if script is not None:
         (learnings / "convert-all").mkdir(parents=True, exist_ok=True)
         (learnings / "convert-all" / "main.py").write_text(script)
-    return TodoService(Workflows([flows]), tmp_path / "runs", workspace, learnings)
+    return TodoService(Workflows([flows]), tmp_path / "runs", workspace, learnings, peers=peers)
 
 
 def _start(service: TodoService, **prepare: Any) -> dict[str, Any]:
@@ -115,6 +115,24 @@ def test_a_busy_script_is_waited_for_within_bounds_and_a_stopping_server_fails_i
     status = again.status(directive["processId"])
     assert status["directive"]["node"] == "intake" and "fastPath" not in status["directive"]
     again.close()
+
+
+@pytest.mark.parametrize("peers", [False, True], ids=["one process", "one of several workers"])
+def test_fast_path_only_a_script_failing_while_no_call_waits_is_the_error_of_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, peers: bool
+) -> None:
+    monkeypatch.setattr(handoff, "WAIT", 0.2)
+    service = _service(tmp_path, "import sys, time\ntime.sleep(1)\nsys.exit(3)\n", peers)
+    directive = _start(service, fast_path_only=True)
+    assert directive["fastPath"] == "running" and "still working" in directive["note"]
+    process_id = directive["processId"]
+    handoff_ = service.handoffs.get(process_id)
+    assert handoff_ is not None
+    handoff_.wait(30)  # the script fails while no call waits for it
+    with pytest.raises(ServeError, match="fast_path_only: the fast path of step `convert-all` failed"):
+        service.status(process_id)
+    service.close()
+    assert [t for t, _ in _types(tmp_path, process_id)].count("fast_path_started") == 1  # not run again
 
 
 def test_fast_path_only_on_the_mcp_start_has_no_fallback(tmp_path: Path) -> None:

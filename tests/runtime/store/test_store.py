@@ -227,6 +227,33 @@ def test_a_journal_cut_before_its_snapshot_is_damaged(
     engine.close()
 
 
+def test_a_snapshot_is_renamed_into_no_files_place_and_a_run_without_one_opens_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_base, "SNAPSHOT_EVERY", 2)
+    replaced: list[bool] = []
+    write = store_module.write_atomically
+
+    def recorded(path: Path, text: str, spare: Path | None = None) -> None:
+        if path.name == "snapshot.json":
+            replaced.append(path.exists())
+        write(path, text, spare)
+
+    monkeypatch.setattr(store_module, "write_atomically", recorded)
+    engine, store = start(tmp_path, TWO_STEPS)
+    list(walk(engine, [intake("a", "b", "c"), confirm(1), confirm(2), confirm(3)]))
+    engine.close()
+    folder = store.folder
+    assert len(replaced) >= 2 and not any(replaced)  # the old one removed first: no rename over a file
+    engine, _ = process.open_process(tmp_path / "runs", "p-1")
+    state = engine.directive().state
+    engine.close()
+    (folder / "snapshot.json").unlink()  # as a reader finds it between the removal and the rename
+    engine, _ = process.open_process(tmp_path / "runs", "p-1")
+    assert engine.directive().state == state
+    engine.close()
+
+
 def test_a_torn_last_line_is_still_mended_silently(tmp_path: Path) -> None:
     folder = _run_with_entries(tmp_path)
     journal = folder / "journal.jsonl"

@@ -23,9 +23,9 @@ from ...conftest import ROOT
 from .test_http import Server, client, http_server
 from .test_http_postgres import _on
 from .test_mcp import refused
+from .test_served_fast_path import converted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-EXPORTS = "abc"
 
 
 @pytest.fixture
@@ -57,12 +57,7 @@ async def _started(urls: list[str], **prepare: Any) -> dict[str, Any]:
 
 async def _convert(url: str, folder: Path, directive: dict[str, Any], done: int) -> dict[str, Any]:
     """The client's sub-agent: convert the export the delegation names, then answer."""
-    name = EXPORTS[done]
-    assert f"exports/{name}.json" in directive["delegation"]["instructions_to_sub_agent"]
-    (folder / "csv").mkdir(exist_ok=True)
-    (folder / "csv" / f"{name}.csv").write_text(f"id,name\n{done + 1},{name}\n")
-    (folder / "converted.log").write_text("".join(f"{n}\n" for n in EXPORTS[: done + 1]))
-    reply = {"evidence": f"csv/{name}.csv has 1 row", "progress_execution_outcome": f"{name} converted"}
+    reply = converted(folder, directive, done)
     return await _on(url, "step", processId=directive["processId"], attemptId=directive["attemptId"], **reply)
 
 

@@ -17,7 +17,8 @@ import httpx2
 import pytest
 
 from ...conftest import ROOT, run_cli, wait_until
-from .test_http import http_server
+from .test_http import Server, http_server
+from .test_served_fast_path import converted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 TASKS = [{"action": f"Task {n}", "expected_result": f"Task {n} checked"} for n in range(1, 9)]
@@ -102,7 +103,9 @@ async def test_two_workers_answer_on_one_address_and_step_one_run_exactly_once(t
     assert kinds.count("confirm") == len(TASKS), journal.stdout
 
 
-async def _on_worker_but(server: Any, pid: str, tool: str, **arguments: Any) -> tuple[bool, dict[str, Any]]:
+async def _on_worker_but(
+    server: Server, pid: str, tool: str, **arguments: Any
+) -> tuple[bool, dict[str, Any]]:
     """A call answered by a worker other than `pid`: a connection is tried with a `status`
     call until the access log says another worker took it, then the call goes on it."""
     for _ in range(200):
@@ -114,7 +117,7 @@ async def _on_worker_but(server: Any, pid: str, tool: str, **arguments: Any) -> 
     raise AssertionError(f"no connection reached a worker other than {pid}")
 
 
-def _logged(server: Any, seen: int, call: str) -> str:
+def _logged(server: Server, seen: int, call: str) -> str:
     """The pid of the worker that logged `call` after line `seen` (the log line follows
     the answer: it is waited for). Calls here are one at a time."""
     wait_until(lambda: any(call in line for line in server.lines[seen:]), f"the access log of {call}")
@@ -137,16 +140,9 @@ async def test_a_fast_path_run_by_one_worker_is_answered_through_the_other(tmp_p
             server.url, "start", action="execute", startAttemptId=prepared["startAttemptId"]
         )
         script = _logged(server, seen, "tools/call start")  # the worker whose script runs
-        (tmp_path / "csv").mkdir()
-        for done, name in enumerate("abc"):
+        for done in range(3):
             assert directive["node"] == "delegated" and directive["fastPath"] == "running", directive
-            assert f"exports/{name}.json" in directive["delegation"]["instructions_to_sub_agent"]
-            (tmp_path / "csv" / f"{name}.csv").write_text(f"id,name\n{done + 1},{name}\n")
-            (tmp_path / "converted.log").write_text("".join(f"{n}\n" for n in "abc"[: done + 1]))
-            reply = {
-                "evidence": f"csv/{name}.csv has 1 row",
-                "progress_execution_outcome": f"{name} converted",
-            }
+            reply = converted(tmp_path, directive, done)
             at = {"processId": directive["processId"], "attemptId": directive["attemptId"]}
             seen = len(server.lines)
             refused, directive = await _on_worker_but(server, script, "step", **at, **reply)

@@ -39,14 +39,19 @@ def _start(service: TodoService, **prepare: Any) -> dict[str, Any]:
     return service.execute(prepared["startAttemptId"])
 
 
-def _convert(service: TodoService, directive: dict[str, Any], done: int) -> dict[str, Any]:
-    """The client's sub-agent: convert the export the delegation names, then answer."""
+def converted(workspace: Path, directive: dict[str, Any], done: int) -> dict[str, str]:
+    """The client's sub-agent at the script's delegation `done` (from 0): the export it
+    names converted in `workspace`; its answer."""
     name = EXPORTS[done]
-    workspace = service.workspace
+    assert f"exports/{name}.json" in directive["delegation"]["instructions_to_sub_agent"]
     (workspace / "csv").mkdir(exist_ok=True)
     (workspace / "csv" / f"{name}.csv").write_text(f"id,name\n{done + 1},{name}\n")
     (workspace / "converted.log").write_text("".join(f"{n}\n" for n in EXPORTS[: done + 1]))
-    reply = {"evidence": f"csv/{name}.csv has 1 row", "progress_execution_outcome": f"{name} converted"}
+    return {"evidence": f"csv/{name}.csv has 1 row", "progress_execution_outcome": f"{name} converted"}
+
+
+def _convert(service: TodoService, directive: dict[str, Any], done: int) -> dict[str, Any]:
+    reply = converted(service.workspace, directive, done)
     return service.step(directive["processId"], directive["attemptId"], reply)
 
 
